@@ -1,0 +1,144 @@
+#pragma once
+
+#include <specctl/server/server_config.hpp>
+#include <specctl/util/diagnostics.hpp>
+#include <specctl/util/duration.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specctl::experiment {
+
+using server::ServerConfig;
+
+enum class HostKind { local, ssh };
+// strict: the host key must already be in known_hosts; accept_new: unknown hosts are added, changed keys refused.
+enum class HostKeyPolicy { strict, accept_new };
+
+struct HostSpec {
+  std::string name;
+  HostKind kind = HostKind::local;
+  // SSH only, after ~/.ssh/config is applied.
+  std::string user;
+  std::string hostname;
+  int port = 22;
+  std::optional<std::string> identity;
+  HostKeyPolicy host_key = HostKeyPolicy::strict;
+  std::string known_hosts = "~/.ssh/known_hosts";
+  // The ~/.ssh/config alias this host was resolved from, if any.
+  std::optional<std::string> ssh_alias;
+  util::Location where;
+
+  // "local" or "ssh root@gpu-node-1:22".
+  std::string describe() const;
+};
+
+struct Variant {
+  std::string name;
+  // The variant as written (before matrix expansion) and the matrix point: {"spec_steps": 3}.
+  std::string base_name;
+  std::vector<std::pair<std::string, nlohmann::json>> matrix_point;
+  std::string description;
+  ServerConfig server;
+  // Names of the benchmarks this variant runs (all by default).
+  std::vector<std::string> benchmarks;
+  util::Location where;
+};
+
+enum class BenchmarkKind { single_stream, concurrency, rate, command };
+enum class Endpoint { completions, chat };
+
+struct PromptSpec {
+  // "seeds" (the three prompts of the original sessions), "long", a file, inline texts, or synthetic.
+  std::string builtin = "seeds";
+  std::vector<std::string> inline_prompts;
+  std::optional<std::string> file;
+  std::optional<int> synthetic_input_tokens;
+
+  std::string describe() const;
+};
+
+enum class ExtractKind { regex, json };
+struct MetricExtractor {
+  std::string metric;
+  ExtractKind kind = ExtractKind::regex;
+  std::string pattern;
+};
+
+enum class CommandWhere { local, host };
+
+struct BenchmarkSpec {
+  std::string name;
+  BenchmarkKind kind = BenchmarkKind::single_stream;
+  util::Location where;
+  Endpoint endpoint = Endpoint::completions;
+  int max_tokens = 512;
+  PromptSpec prompts;
+  int warmup = 1;
+  bool ignore_eos = true;
+  // single_stream
+  int runs = 5;
+  // concurrency: requests per level default to max(2 * level, 10)
+  std::vector<int> levels;
+  std::optional<int> requests;
+  // rate
+  std::vector<double> rates;
+  util::Duration duration = std::chrono::seconds{60};
+  std::optional<int> max_concurrency;
+  double burstiness = 1.0;
+  // command
+  std::string run;
+  CommandWhere run_on = CommandWhere::local;
+  std::vector<MetricExtractor> extract;
+  // Every benchmark is bounded; by default from its size at a pessimistic speed.
+  util::Duration timeout = util::Duration{0};
+
+  int requests_at(int level) const;
+  std::string describe() const;
+};
+
+struct Expectation {
+  std::string variant;
+  std::string benchmark;
+  std::optional<int> level;
+  std::optional<double> rate;
+  std::string metric;
+  double value = 0;
+  double tolerance_pct = 10;
+  util::Location where;
+};
+
+struct ReportSpec {
+  std::optional<std::string> baseline;
+  std::vector<Expectation> expect;
+  std::vector<std::string> formats = {"md", "csv", "json", "html", "junit"};
+};
+
+struct Experiment {
+  std::string file;
+  std::string name;
+  std::string description;
+  std::map<std::string, HostSpec> hosts;
+  std::vector<Variant> variants;
+  std::vector<BenchmarkSpec> benchmarks;
+  ReportSpec report;
+  // Fingerprint of the file's content: a resumed run refuses a changed experiment.
+  std::string content_hash;
+
+  const Variant* find_variant(const std::string& name) const;
+  const BenchmarkSpec* find_benchmark(const std::string& name) const;
+};
+
+// Metrics a benchmark of this kind produces, for checking expectations.
+std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark);
+
+// Reads, checks and expands an experiment file. Every problem found is added to
+// `diag`; the result is usable only when diag.has_errors() is false.
+Experiment load_experiment(const std::string& path, util::Diagnostics& diag);
+
+} // namespace specctl::experiment

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <specctl/experiment/experiment.hpp>
+#include <specctl/server/render.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace specctl::experiment {
+
+// Upper bounds for one variant, if every wait runs to its timeout.
+struct VariantEstimate {
+  util::Duration cleanup{0};
+  util::Duration load{0};
+  util::Duration benchmarks{0};
+  util::Duration teardown{0};
+
+  util::Duration total() const { return cleanup + load + benchmarks + teardown; }
+};
+
+struct PlannedVariant {
+  const Variant* variant = nullptr;
+  server::LaunchCommand launch;
+  VariantEstimate estimate;
+};
+
+// What `specctl run` would do, in run order, without touching any host.
+struct Plan {
+  const Experiment* experiment = nullptr;
+  std::vector<PlannedVariant> variants;
+
+  util::Duration total() const;
+};
+
+Plan make_plan(const Experiment& experiment, const server::RenderOptions& options);
+
+// The plan for people: every variant's exact command, environment, cleanup, readiness and benchmarks.
+std::string format_plan(const Plan& plan);
+nlohmann::ordered_json plan_to_json(const Plan& plan);
+
+// "kill processes named sglang::*, python* ..." : the cleanup a variant will do, in one sentence.
+std::string describe_cleanup(const Variant& variant, const HostSpec& host);
+
+} // namespace specctl::experiment

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <specctl/util/diagnostics.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace specctl::server {
+
+enum class KnobType { boolean, integer, number, string, choice, list };
+
+// How a list knob becomes flags: `--f 1 2 4` (spread), `--f 1 --f 2` (repeat) or `--f 1,2,4` (comma).
+enum class ListStyle { spread, repeat, comma };
+
+// One tunable of an engine and how it becomes command-line flags or environment.
+struct KnobDef {
+  std::string name;
+  KnobType type = KnobType::string;
+  std::string help;
+  // Used in generated variant names: spec_steps with short "steps" gives "eagle3-steps3".
+  std::string short_name;
+  std::optional<double> min;
+  std::optional<double> max;
+  // For choices: user value -> rendered value, in the template's order.
+  std::vector<std::pair<std::string, std::string>> choices;
+
+  // Exactly one way of rendering is set.
+  std::optional<std::string> flag;       // valued flag; for booleans: given when true
+  std::optional<std::string> flag_false; // booleans: given when false
+  std::optional<std::string> json_flag;  // contributes to one JSON-valued flag...
+  std::string json_path;                 // ...at this dotted path
+  std::optional<std::string> env;        // rendered into the environment instead
+  ListStyle list_style = ListStyle::spread;
+
+  // When unset but `derive_from` is set, this knob is derive_from + derive_add.
+  std::optional<std::string> derive_from;
+  std::int64_t derive_add = 0;
+
+  util::Location where;
+};
+
+struct ProgressPattern {
+  std::string pattern;
+  int percent_group = 0;
+  int done_group = 0;
+  int total_group = 0;
+};
+
+// Regular expressions (ECMAScript) matched against log lines with ANSI codes removed.
+struct LogPatterns {
+  std::vector<std::string> ready;
+  std::vector<std::string> fatal;
+  std::optional<ProgressPattern> progress;
+  std::vector<std::string> milestones;
+  // metric name -> pattern with one capture group holding a number.
+  std::vector<std::pair<std::string, std::string>> metrics;
+};
+
+// A server engine described as data (templates/*.yaml): adding an engine adds a file, not C++.
+struct ServerTemplate {
+  std::string name;
+  std::string file;
+  std::string description;
+  // Words of the launch command; "{model}", "{listen}", "{port}" and "{specctl_bindir}" are filled in.
+  std::vector<std::string> command;
+  int default_port = 8000;
+  std::string health_path = "/health";
+  std::vector<std::string> version_command;
+  std::vector<std::string> overridden_env;
+  std::vector<std::string> process_names;
+  std::vector<KnobDef> knobs;
+  LogPatterns log;
+  // Hash of the template file(s), recorded in provenance.
+  std::string content_hash;
+
+  const KnobDef* find_knob(const std::string& name) const;
+  std::vector<std::string> knob_names() const;
+};
+
+// Where templates are looked for, in order: next to the experiment file (DIR/templates),
+// then $SPECCTL_TEMPLATE_PATH (colon-separated), then ~/.config/specctl/templates, then the
+// installed templates.
+std::vector<std::string> template_search_path(const std::string& experiment_dir);
+
+// Finds a template by name ("sglang") or by path ("./my-engine.yaml"), loads and checks it.
+// Problems inside the template are reported against the template's own file.
+std::shared_ptr<const ServerTemplate> load_template(const std::string& name_or_path,
+                                                    const std::vector<std::string>& search_path,
+                                                    util::Diagnostics& diag, const util::Location& asked_at);
+
+// Names of the templates found on the search path, for did-you-mean.
+std::vector<std::string> available_templates(const std::vector<std::string>& search_path);
+
+} // namespace specctl::server

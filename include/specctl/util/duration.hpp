@@ -1,0 +1,19 @@
+#pragma once
+
+#include <chrono>
+#include <expected>
+#include <string>
+#include <string_view>
+
+namespace specctl::util {
+
+using Duration = std::chrono::milliseconds;
+
+// Parses "90s", "15m", "1h", "1h30m", "250ms", "1.5s" or bare seconds ("90").
+// The error is a sentence fit to follow a location, e.g. `invalid duration "15 minutes" ...`.
+std::expected<Duration, std::string> parse_duration(std::string_view text);
+
+// Formats for people: "250ms", "45s", "15m", "1h 5m", "2h 10m 5s".
+std::string format_duration(Duration d);
+
+} // namespace specctl::util

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace specctl {
+
+// How a failure ended, so callers and users can tell a slow thing from a broken one.
+enum class ErrorKind { failed, timed_out, bad_input, interrupted };
+
+// The one error type of specctl. Low layers return it in std::expected; high
+// layers throw it, and main() catches it once to print and pick the exit code.
+class Error : public std::runtime_error {
+public:
+  explicit Error(std::string message, ErrorKind kind = ErrorKind::failed)
+      : std::runtime_error(std::move(message)), m_kind(kind) {}
+
+  ErrorKind kind() const { return m_kind; }
+  bool timed_out() const { return m_kind == ErrorKind::timed_out; }
+
+private:
+  ErrorKind m_kind;
+};
+
+// Exit codes, documented in README.md.
+inline constexpr int k_exit_ok = 0;
+inline constexpr int k_exit_failures = 1;
+inline constexpr int k_exit_bad_input = 2;
+inline constexpr int k_exit_interrupted = 130;
+
+} // namespace specctl

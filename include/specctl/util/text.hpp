@@ -1,0 +1,28 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace specctl::util {
+
+// Levenshtein distance, for did-you-mean suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is close enough to be a likely typo.
+std::optional<std::string> suggest(std::string_view word, const std::vector<std::string>& candidates);
+
+// ` (did you mean "x"?)` or empty: ready to append to a message.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+// Joins with a separator.
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
+// Shell-style glob with * and ? (no character classes), for process-name allowlists and --only.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+// Makes a value safe and readable in a generated name: "a/b c" -> "a-b-c", "0.85" -> "0.85".
+std::string slug(std::string_view text);
+
+} // namespace specctl::util

@@ -1,0 +1,31 @@
+#include "commands.hpp"
+
+#include <specctl/util/error.hpp>
+
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+
+namespace specctl::cli {
+
+Action setup_validate(CLI::App& command) {
+  auto files = std::make_shared<std::vector<std::string>>();
+  command.add_option("FILE", *files, "Experiment files to check")->required();
+  command.footer("Prints \"FILE: ok (N variants, M benchmarks)\" or every problem found; exit 0 or 2.");
+  return [files] {
+    int code = k_exit_ok;
+    for (const auto& file : *files) {
+      auto experiment = load_or_report(file);
+      if (!experiment) {
+        code = k_exit_bad_input;
+        continue;
+      }
+      std::cout << fmt::format("{}: ok ({} variant{}, {} benchmark{})\n", file, experiment->variants.size(),
+                               experiment->variants.size() == 1 ? "" : "s", experiment->benchmarks.size(),
+                               experiment->benchmarks.size() == 1 ? "" : "s");
+    }
+    return code;
+  };
+}
+
+} // namespace specctl::cli

@@ -1,0 +1,33 @@
+#pragma once
+
+// Private to src/cli: the table of subcommands. Each command adds itself to the
+// parser and returns the action to run once parsing succeeded.
+
+#include <specctl/experiment/experiment.hpp>
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace specctl::cli {
+
+using Action = std::function<int()>;
+
+struct CommandSpec {
+  const char* name;
+  const char* summary;
+  Action (*setup)(CLI::App& command);
+};
+
+Action setup_validate(CLI::App& command);
+Action setup_plan(CLI::App& command);
+
+// Loads and checks an experiment; prints every problem (file:line:col: message)
+// to stderr. nullopt when there were errors.
+std::optional<experiment::Experiment> load_or_report(const std::string& path);
+
+// Directory holding the running specctl binary (specsim lives beside it).
+std::string own_bindir();
+
+} // namespace specctl::cli

@@ -1,0 +1,331 @@
+#include "layer.hpp"
+
+#include <specctl/util/text.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <regex>
+#include <set>
+
+namespace specctl::experiment::detail {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// Timeouts by default assume a slow server: 2 tokens/s per stream. Generous on
+// purpose; a benchmark that needs longer sets `timeout`.
+constexpr double k_floor_tok_s_per_stream = 2.0;
+constexpr util::Duration k_command_timeout = 30min;
+constexpr util::Duration k_min_benchmark_timeout = 1min;
+
+const std::vector<std::string> k_kinds = {"single_stream", "concurrency", "rate", "command"};
+const std::vector<std::string> k_common_keys = {"name",   "kind",       "max_tokens", "prompts",
+                                                "warmup", "endpoint",   "ignore_eos", "timeout"};
+const std::vector<std::string> k_placeholders = {"url", "port", "variant", "model", "host"};
+
+std::vector<std::string> keys_for(const std::string& kind) {
+  std::vector<std::string> keys = k_common_keys;
+  if (kind == "single_stream") {
+    keys.insert(keys.end(), {"runs"});
+  } else if (kind == "concurrency") {
+    keys.insert(keys.end(), {"levels", "requests"});
+  } else if (kind == "rate") {
+    keys.insert(keys.end(), {"rates", "duration", "max_concurrency", "burstiness"});
+  } else if (kind == "command") {
+    keys = {"name", "kind", "run", "on", "parse", "metric", "json", "timeout"};
+  }
+  return keys;
+}
+
+void parse_prompts(const util::YamlField& field, const std::string& experiment_dir, PromptSpec& prompts) {
+  if (field.is_scalar()) {
+    auto name = field.as_choice({"seeds", "long"});
+    if (name) {
+      prompts.builtin = *name;
+    }
+    return;
+  }
+  if (field.is_list()) {
+    auto texts = field.as_string_list();
+    if (texts && texts->empty()) {
+      field.error("the list of prompts is empty");
+    }
+    if (texts) {
+      prompts.inline_prompts = *texts;
+      prompts.builtin.clear();
+    }
+    return;
+  }
+  if (!field.expect_map()) {
+    return;
+  }
+  field.check_keys({"file", "input_tokens"});
+  if (field["file"].present() == field["input_tokens"].present()) {
+    field.error("give prompts as seeds, long, a list, {file: PATH} or {input_tokens: N}");
+    return;
+  }
+  prompts.builtin.clear();
+  if (auto file = field["file"]; file.present()) {
+    auto path = file.as_string();
+    if (!path) {
+      return;
+    }
+    std::filesystem::path resolved = std::filesystem::path(*path).is_absolute()
+                                         ? std::filesystem::path(*path)
+                                         : std::filesystem::path(experiment_dir) / *path;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(resolved, ec)) {
+      file.error(fmt::format("prompt file \"{}\" does not exist", resolved.string()));
+    }
+    prompts.file = resolved.lexically_normal().string();
+  } else {
+    prompts.synthetic_input_tokens = static_cast<int>(field["input_tokens"].as_int(1, 1'000'000).value_or(1));
+  }
+}
+
+// Placeholders in a command benchmark must be ones specctl fills in.
+void check_placeholders(const util::YamlField& field, const std::string& run) {
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    if (run[i] == '{' && i + 1 < run.size() && run[i + 1] == '{') {
+      ++i;
+      continue;
+    }
+    if (run[i] != '{') {
+      continue;
+    }
+    auto end = run.find('}', i);
+    if (end == std::string::npos) {
+      field.error("unclosed \"{\" in the command (write {{ for a literal brace)");
+      return;
+    }
+    std::string name = run.substr(i + 1, end - i - 1);
+    if (std::find(k_placeholders.begin(), k_placeholders.end(), name) == k_placeholders.end()) {
+      field.error(fmt::format("unknown placeholder \"{{{}}}\"{}; known: {{url}}, {{port}}, {{variant}}, {{model}}, {{host}}",
+                              name, util::did_you_mean(name, k_placeholders)));
+    }
+    i = end;
+  }
+}
+
+void add_regex(const util::YamlField& field, const std::string& metric, BenchmarkSpec& spec) {
+  auto pattern = field.as_string();
+  if (!pattern) {
+    return;
+  }
+  try {
+    std::regex compiled(*pattern, std::regex::ECMAScript);
+    if (compiled.mark_count() < 1) {
+      field.error(fmt::format("the pattern \"{}\" needs a group ( ) around the number", *pattern));
+      return;
+    }
+  } catch (const std::regex_error& e) {
+    field.error(fmt::format("invalid regular expression \"{}\": {}", *pattern, e.what()));
+    return;
+  }
+  spec.extract.push_back({metric, ExtractKind::regex, *pattern});
+}
+
+void parse_command(const util::YamlField& field, BenchmarkSpec& spec) {
+  if (auto run = field["run"]; run.present()) {
+    spec.run = run.as_string().value_or("");
+    check_placeholders(run, spec.run);
+  } else {
+    field.error("a command benchmark needs \"run\"");
+  }
+  if (auto on = field["on"]; on.present()) {
+    spec.run_on = on.as_choice({"local", "host"}).value_or("local") == "host" ? CommandWhere::host : CommandWhere::local;
+  }
+  auto parse = field["parse"];
+  auto json = field["json"];
+  if (parse.present() && parse.is_map()) {
+    if (field["metric"].present()) {
+      field["metric"].error("\"metric\" names the value of a single parse pattern; parse is a map here");
+    }
+    parse.check_duplicates();
+    for (const auto& [metric, metric_at, pattern] : parse.entries()) {
+      add_regex(pattern, metric, spec);
+    }
+  } else if (parse.present()) {
+    std::string metric = field["metric"].present() ? field["metric"].as_string().value_or("value") : "value";
+    add_regex(parse, metric, spec);
+  }
+  if (json.present() && json.expect_map()) {
+    json.check_duplicates();
+    static const std::regex k_path(R"(^[A-Za-z0-9_]+(\[[0-9]+\])*(\.[A-Za-z0-9_]+(\[[0-9]+\])*)*$)");
+    for (const auto& [metric, metric_at, path] : json.entries()) {
+      auto text = path.as_string();
+      if (text && !std::regex_match(*text, k_path)) {
+        path.error(fmt::format("\"{}\" is not a JSON path (write it like results.throughput or runs[0].tok_s)", *text));
+      } else if (text) {
+        spec.extract.push_back({metric, ExtractKind::json, *text});
+      }
+    }
+  }
+  if (!parse.present() && !json.present()) {
+    field.error("a command benchmark needs \"parse\" (a regex) or \"json\" (paths) to find its numbers");
+  }
+}
+
+util::Duration default_timeout(const BenchmarkSpec& spec) {
+  double seconds_per_request = spec.max_tokens / k_floor_tok_s_per_stream;
+  double total = 0;
+  switch (spec.kind) {
+  case BenchmarkKind::single_stream:
+    total = (spec.runs + spec.warmup) * seconds_per_request;
+    break;
+  case BenchmarkKind::concurrency:
+    for (int level : spec.levels) {
+      double rounds = std::ceil(static_cast<double>(spec.requests_at(level)) / level);
+      total += (rounds + (spec.warmup > 0 ? 1 : 0)) * seconds_per_request;
+    }
+    break;
+  case BenchmarkKind::rate:
+    total = static_cast<double>(spec.rates.size()) *
+            (std::chrono::duration<double>(spec.duration).count() + seconds_per_request);
+    break;
+  case BenchmarkKind::command:
+    return k_command_timeout;
+  }
+  auto timeout = util::Duration(static_cast<util::Duration::rep>(total * 1000));
+  return std::max(timeout, k_min_benchmark_timeout);
+}
+
+BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& experiment_dir) {
+  BenchmarkSpec spec;
+  spec.where = field.location();
+  if (!field.expect_map()) {
+    return spec;
+  }
+  std::string kind = "single_stream";
+  if (auto k = field["kind"]; k.present()) {
+    auto parsed = k.as_choice(k_kinds);
+    if (!parsed) {
+      return spec;
+    }
+    kind = *parsed;
+  } else {
+    field.error("missing \"kind\" (single_stream, concurrency, rate or command)");
+    return spec;
+  }
+  spec.kind = kind == "concurrency" ? BenchmarkKind::concurrency
+              : kind == "rate"      ? BenchmarkKind::rate
+              : kind == "command"   ? BenchmarkKind::command
+                                    : BenchmarkKind::single_stream;
+  field.check_keys(keys_for(kind));
+  if (auto name = field["name"]; name.present()) {
+    spec.name = name.as_string().value_or("");
+    if (spec.name.empty() || util::slug(spec.name) != spec.name) {
+      name.error(fmt::format("benchmark names are words of letters, digits, '.', '_' and '-', got \"{}\"", spec.name));
+    }
+  } else {
+    spec.name = kind;
+  }
+  if (auto v = field["max_tokens"]; v.present()) {
+    spec.max_tokens = static_cast<int>(v.as_int(1, 1'000'000).value_or(spec.max_tokens));
+  }
+  if (auto v = field["warmup"]; v.present()) {
+    spec.warmup = static_cast<int>(v.as_int(0, 1000).value_or(spec.warmup));
+  }
+  if (auto v = field["ignore_eos"]; v.present()) {
+    spec.ignore_eos = v.as_bool().value_or(true);
+  }
+  if (auto v = field["endpoint"]; v.present()) {
+    spec.endpoint = v.as_choice({"completions", "chat"}).value_or("completions") == "chat" ? Endpoint::chat
+                                                                                            : Endpoint::completions;
+  }
+  if (auto v = field["prompts"]; v.present()) {
+    parse_prompts(v, experiment_dir, spec.prompts);
+  }
+  if (auto v = field["runs"]; v.present()) {
+    spec.runs = static_cast<int>(v.as_int(1, 100'000).value_or(spec.runs));
+  }
+  if (spec.kind == BenchmarkKind::concurrency) {
+    auto levels = field["levels"];
+    if (!levels.present()) {
+      field.error("a concurrency benchmark needs \"levels\", e.g. [1, 2, 5, 10, 30, 70, 100, 250]");
+    } else if (levels.expect_list()) {
+      for (const auto& item : levels.items()) {
+        if (auto level = item.as_int(1, 100'000)) {
+          if (std::find(spec.levels.begin(), spec.levels.end(), *level) != spec.levels.end()) {
+            item.error(fmt::format("level {} is listed twice", *level));
+          }
+          spec.levels.push_back(static_cast<int>(*level));
+        }
+      }
+      if (levels.items().empty()) {
+        levels.error("the list of concurrency levels is empty");
+      }
+    }
+    if (auto v = field["requests"]; v.present()) {
+      spec.requests = static_cast<int>(v.as_int(1, 10'000'000).value_or(1));
+    }
+  }
+  if (spec.kind == BenchmarkKind::rate) {
+    auto rates = field["rates"];
+    if (!rates.present()) {
+      field.error("a rate benchmark needs \"rates\" (requests per second), e.g. [1, 2, 4]");
+    } else if (rates.expect_list()) {
+      for (const auto& item : rates.items()) {
+        if (auto rate = item.as_number()) {
+          if (*rate <= 0) {
+            item.error("a request rate must be above zero");
+          }
+          spec.rates.push_back(*rate);
+        }
+      }
+      if (rates.items().empty()) {
+        rates.error("the list of request rates is empty");
+      }
+    }
+    if (auto v = field["duration"]; v.present()) {
+      spec.duration = v.as_duration().value_or(spec.duration);
+    }
+    if (auto v = field["max_concurrency"]; v.present()) {
+      spec.max_concurrency = static_cast<int>(v.as_int(1, 100'000).value_or(1));
+    }
+    if (auto v = field["burstiness"]; v.present()) {
+      spec.burstiness = v.as_number().value_or(1.0);
+      if (spec.burstiness <= 0) {
+        v.error("burstiness must be above zero (1 is Poisson)");
+      }
+    }
+  }
+  if (spec.kind == BenchmarkKind::command) {
+    parse_command(field, spec);
+  }
+  spec.timeout = default_timeout(spec);
+  if (auto v = field["timeout"]; v.present()) {
+    spec.timeout = v.as_duration().value_or(spec.timeout);
+  }
+  return spec;
+}
+
+} // namespace
+
+std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir) {
+  std::vector<BenchmarkSpec> out;
+  if (!benchmarks.present()) {
+    benchmarks.error("no benchmarks: add at least one (e.g. {name: single-stream, kind: single_stream})");
+    return out;
+  }
+  if (!benchmarks.expect_list()) {
+    return out;
+  }
+  if (benchmarks.items().empty()) {
+    benchmarks.error("the list of benchmarks is empty");
+  }
+  std::set<std::string> names;
+  for (const auto& item : benchmarks.items()) {
+    auto spec = parse_benchmark(item, experiment_dir);
+    if (!spec.name.empty() && !names.insert(spec.name).second) {
+      item.error(fmt::format("duplicate benchmark name \"{}\"", spec.name));
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+} // namespace specctl::experiment::detail

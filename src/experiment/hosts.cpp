@@ -1,0 +1,148 @@
+#include "layer.hpp"
+
+#include <specctl/remote/ssh_config.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <regex>
+
+namespace specctl::experiment::detail {
+
+namespace {
+
+const std::vector<std::string> k_host_keys = {"local", "ssh", "identity", "host_key", "known_hosts"};
+
+struct SshTarget {
+  std::optional<std::string> user;
+  std::string hostname;
+  std::optional<int> port;
+};
+
+// "user@host", "host:2222", "user@[::1]:2222"; nullopt when it cannot be an SSH target.
+std::optional<SshTarget> parse_target(const std::string& text) {
+  static const std::regex k_target(R"(^(?:([A-Za-z0-9._-]+)@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]{1,5}))?$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, k_target)) {
+    return std::nullopt;
+  }
+  SshTarget target;
+  if (m[1].matched) {
+    target.user = m[1].str();
+  }
+  target.hostname = m[2].str();
+  if (target.hostname.front() == '[') {
+    target.hostname = target.hostname.substr(1, target.hostname.size() - 2);
+  }
+  if (m[3].matched) {
+    int port = 0;
+    std::string digits = m[3].str();
+    std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (port < 1 || port > 65535) {
+      return std::nullopt;
+    }
+    target.port = port;
+  }
+  return target;
+}
+
+std::string current_user() {
+  const char* user = std::getenv("USER");
+  return user != nullptr && *user != '\0' ? user : "root";
+}
+
+} // namespace
+
+std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
+  std::map<std::string, HostSpec> out;
+  if (!hosts.present()) {
+    HostSpec local;
+    local.name = "local";
+    out.emplace(local.name, local);
+    return out;
+  }
+  if (!hosts.expect_map()) {
+    return out;
+  }
+  hosts.check_duplicates();
+  if (hosts.entries().empty()) {
+    hosts.error("no hosts (leave hosts out to run on this machine)");
+  }
+  for (const auto& [name, name_at, field] : hosts.entries()) {
+    HostSpec spec;
+    spec.name = name;
+    spec.where = name_at;
+    if (!field.expect_map()) {
+      continue;
+    }
+    field.check_keys(k_host_keys);
+    bool local = field["local"].present() && field["local"].as_bool().value_or(false);
+    bool ssh = field["ssh"].present();
+    if (local == ssh) {
+      field.error("a host is either {local: true} or {ssh: user@host[:port]}");
+      continue;
+    }
+    if (local) {
+      for (const char* key : {"identity", "host_key", "known_hosts"}) {
+        if (field[key].present()) {
+          field[key].error("only SSH hosts take this key");
+        }
+      }
+      out.emplace(name, spec);
+      continue;
+    }
+    spec.kind = HostKind::ssh;
+    auto text = field["ssh"].as_string();
+    if (!text) {
+      continue;
+    }
+    auto target = parse_target(*text);
+    if (!target) {
+      field["ssh"].error(fmt::format("\"{}\" is not an SSH target (user@host[:port] or a ~/.ssh/config alias)", *text));
+      continue;
+    }
+    // An alias from ~/.ssh/config fills what the experiment leaves out.
+    auto config = remote::lookup_ssh_config_file(remote::default_ssh_config_path(), target->hostname);
+    if (!config.empty()) {
+      spec.ssh_alias = target->hostname;
+    }
+    spec.hostname = config.hostname.value_or(target->hostname);
+    spec.user = target->user.value_or(config.user.value_or(current_user()));
+    spec.port = target->port.value_or(config.port.value_or(22));
+    if (field["identity"].present()) {
+      spec.identity = field["identity"].as_string();
+    } else if (config.identity_file) {
+      spec.identity = config.identity_file;
+    }
+    if (field["host_key"].present()) {
+      auto policy = field["host_key"].as_choice({"strict", "accept-new"}).value_or("strict");
+      spec.host_key = policy == "accept-new" ? HostKeyPolicy::accept_new : HostKeyPolicy::strict;
+    }
+    if (field["known_hosts"].present()) {
+      spec.known_hosts = field["known_hosts"].as_string().value_or(spec.known_hosts);
+    }
+    out.emplace(name, spec);
+  }
+  return out;
+}
+
+} // namespace specctl::experiment::detail
+
+namespace specctl::experiment {
+
+std::string HostSpec::describe() const {
+  if (kind == HostKind::local) {
+    return "local";
+  }
+  bool v6 = hostname.find(':') != std::string::npos;
+  std::string target = fmt::format("{}@{}{}{}:{}", user, v6 ? "[" : "", hostname, v6 ? "]" : "", port);
+  std::string out = "ssh " + target;
+  if (ssh_alias) {
+    out += fmt::format(" (alias {} from ssh config)", *ssh_alias);
+  }
+  out += identity ? fmt::format(", key {}", *identity) : ", keys from ssh-agent";
+  out += host_key == HostKeyPolicy::strict ? ", host key strict" : ", host key accept-new";
+  return out;
+}
+
+} // namespace specctl::experiment

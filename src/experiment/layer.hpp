@@ -1,0 +1,52 @@
+#pragma once
+
+// Private to src/experiment: server settings as written in one place (the
+// `server` block, a variant, a matrix point), flattened to dotted keys so that
+// layering is a plain overwrite ("knobs.tp", "health.timeout", "args").
+
+#include <specctl/experiment/experiment.hpp>
+#include <specctl/util/yaml_field.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace specctl::experiment::detail {
+
+struct LayerEntry {
+  util::YamlField value;
+  // Where the key was written: unknown-knob errors point here.
+  util::Location key_at;
+};
+
+using Layer = std::map<std::string, LayerEntry>;
+
+// Keys a `server` block (and a variant) may set.
+const std::vector<std::string>& server_keys();
+
+// Adds the server keys of `block` to `layer`; other keys are left to the caller's check_keys.
+void flatten_server_block(const util::YamlField& block, Layer& layer);
+
+// Later layers win; a null value removes the key (a variant can unset a default knob).
+Layer merge_layers(const std::vector<const Layer*>& layers);
+
+struct ResolveContext {
+  const std::map<std::string, HostSpec>* hosts = nullptr;
+  std::vector<std::string> template_search_path;
+  // Templates already loaded, by name: each is read and checked once.
+  std::map<std::string, std::shared_ptr<const server::ServerTemplate>>* template_cache = nullptr;
+  util::Diagnostics* diag = nullptr;
+};
+
+// Turns a merged layer into a checked server configuration. `owner` names the
+// variant in messages about missing settings.
+ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const util::Location& owner_at,
+                            const std::string& owner);
+
+// Checks and types one knob value against its definition; nullopt after reporting a problem.
+std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::YamlField& value);
+
+std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts);
+std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir);
+
+} // namespace specctl::experiment::detail

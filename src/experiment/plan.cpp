@@ -1,0 +1,278 @@
+#include <specctl/experiment/plan.hpp>
+
+#include <specctl/util/text.hpp>
+
+#include <fmt/format.h>
+
+namespace specctl::experiment {
+
+namespace {
+
+// Stopping a server: TERM, the grace period, KILL, then checking the GPUs.
+util::Duration teardown_bound(const server::CleanupSpec& cleanup) {
+  return cleanup.grace + cleanup.timeout;
+}
+
+std::string gpus_text(const ServerConfig& server) {
+  if (!server.gpus) {
+    return "all GPUs";
+  }
+  std::vector<std::string> ids;
+  for (int gpu : *server.gpus) {
+    ids.push_back(std::to_string(gpu));
+  }
+  return fmt::format("GPU{} {}", server.gpus->size() == 1 ? "" : "s", util::join(ids, ","));
+}
+
+std::string knobs_text(const ServerConfig& server) {
+  std::vector<std::string> set;
+  std::vector<std::string> derived;
+  for (const auto& def : server.tmpl->knobs) {
+    auto it = server.knobs.find(def.name);
+    if (it == server.knobs.end()) {
+      continue;
+    }
+    std::string text = it->second.value.is_string() ? it->second.value.get<std::string>() : it->second.value.dump();
+    (it->second.derived ? derived : set).push_back(fmt::format("{}={}", def.name, text));
+  }
+  std::string out = set.empty() ? "(none)" : util::join(set, " ");
+  if (!derived.empty()) {
+    out += fmt::format(" (derived: {})", util::join(derived, " "));
+  }
+  return out;
+}
+
+std::string health_url(const ServerConfig& server) {
+  std::string path = server.health.path.value_or(server.tmpl->health_path);
+  bool v6 = server.listen.find(':') != std::string::npos;
+  std::string host = server.listen == "0.0.0.0" ? "127.0.0.1" : server.listen;
+  return fmt::format("http://{}{}{}:{}{}", v6 ? "[" : "", host, v6 ? "]" : "", server.port, path);
+}
+
+const HostSpec& host_of(const Experiment& experiment, const Variant& variant) {
+  static const HostSpec k_local{};
+  auto it = experiment.hosts.find(variant.server.host);
+  return it == experiment.hosts.end() ? k_local : it->second;
+}
+
+} // namespace
+
+util::Duration Plan::total() const {
+  util::Duration sum{0};
+  for (const auto& v : variants) {
+    sum += v.estimate.total();
+  }
+  return sum;
+}
+
+Plan make_plan(const Experiment& experiment, const server::RenderOptions& options) {
+  Plan plan;
+  plan.experiment = &experiment;
+  for (const auto& variant : experiment.variants) {
+    PlannedVariant planned;
+    planned.variant = &variant;
+    planned.launch = server::render_launch(variant.server, options);
+    planned.estimate.cleanup = variant.server.cleanup.grace + variant.server.cleanup.timeout;
+    planned.estimate.load = variant.server.health.timeout;
+    for (const auto& name : variant.benchmarks) {
+      if (const auto* bench = experiment.find_benchmark(name)) {
+        planned.estimate.benchmarks += bench->timeout;
+      }
+    }
+    planned.estimate.teardown = teardown_bound(variant.server.cleanup);
+    plan.variants.push_back(std::move(planned));
+  }
+  return plan;
+}
+
+std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
+  const auto& server = variant.server;
+  const auto& cleanup = server.cleanup;
+  std::string names = cleanup.allow.empty() ? "(no names: nothing may be killed)" : util::join(cleanup.allow, ", ");
+  std::string action;
+  switch (cleanup.policy) {
+  case server::CleanupPolicy::kill:
+    action = fmt::format("kill GPU processes named {} on {} (TERM to the process group, {} grace, then KILL); "
+                         "report any other GPU process, never kill it",
+                         names, gpus_text(server), util::format_duration(cleanup.grace));
+    break;
+  case server::CleanupPolicy::wait:
+    action = fmt::format("wait up to {} for GPU processes on {} to exit; kill nothing",
+                         util::format_duration(cleanup.timeout), gpus_text(server));
+    break;
+  case server::CleanupPolicy::fail:
+    action = fmt::format("refuse to start while any process uses {}; kill nothing", gpus_text(server));
+    break;
+  }
+  return fmt::format("stop specctl's earlier servers on {}; {}; then wait until each GPU uses < {} MiB (at most {}); "
+                     "port {} must be free",
+                     host.name.empty() ? "the host" : host.name, action, cleanup.gpu_free_below_mib,
+                     util::format_duration(cleanup.timeout), server.port);
+}
+
+std::string format_plan(const Plan& plan) {
+  const Experiment& e = *plan.experiment;
+  std::string out;
+  out += fmt::format("experiment: {} ({})\n", e.name, e.file);
+  if (!e.description.empty()) {
+    out += fmt::format("  {}\n", e.description);
+  }
+  out += "hosts:\n";
+  for (const auto& [name, host] : e.hosts) {
+    out += fmt::format("  {}: {}\n", name, host.describe());
+  }
+  out += fmt::format("baseline: {}\n", e.report.baseline.value_or("(none)"));
+  out += fmt::format("{} variant{}, {} benchmark{}, run in this order:\n", plan.variants.size(),
+                     plan.variants.size() == 1 ? "" : "s", e.benchmarks.size(), e.benchmarks.size() == 1 ? "" : "s");
+  std::size_t index = 0;
+  for (const auto& planned : plan.variants) {
+    const Variant& v = *planned.variant;
+    const ServerConfig& s = v.server;
+    const HostSpec& host = host_of(e, v);
+    out += fmt::format("\n[{}/{}] {}\n", ++index, plan.variants.size(), v.name);
+    if (!v.description.empty()) {
+      out += fmt::format("  about:      {}\n", v.description);
+    }
+    out += fmt::format("  host:       {} ({})\n", host.name, host.kind == HostKind::local ? "local" : "ssh");
+    out += fmt::format("  template:   {} ({})\n", s.tmpl->name, s.tmpl->file);
+    out += fmt::format("  model:      {}\n", s.model);
+    out += fmt::format("  knobs:      {}\n", knobs_text(s));
+    out += fmt::format("  command:    {}\n", planned.launch.shell_line());
+    std::vector<std::string> env;
+    for (const auto& [name, value] : planned.launch.env) {
+      env.push_back(fmt::format("{}={}", name, value));
+    }
+    out += fmt::format("  env:        {}\n", env.empty() ? "(inherited only)" : util::join(env, " "));
+    out += fmt::format("  cleanup:    {}\n", describe_cleanup(v, host));
+    out += fmt::format("  ready:      GET {}{} every {}, up to {}; fail at once if the server exits or logs a fatal "
+                       "line, or after {} without load progress\n",
+                       health_url(s), host.kind == HostKind::ssh ? " (through an SSH tunnel)" : "",
+                       util::format_duration(s.health.interval), util::format_duration(s.health.timeout),
+                       util::format_duration(s.health.stall));
+    bool first = true;
+    std::size_t width = 0;
+    for (const auto& name : v.benchmarks) {
+      width = std::max(width, name.size());
+    }
+    for (const auto& name : v.benchmarks) {
+      const auto* bench = e.find_benchmark(name);
+      if (bench == nullptr) {
+        continue;
+      }
+      out += fmt::format("  {:<12}{:<{}}  {} (timeout {})\n", first ? "benchmarks:" : "", bench->name, width,
+                         bench->describe(), util::format_duration(bench->timeout));
+      first = false;
+    }
+    for (const auto& warning : planned.launch.warnings) {
+      out += fmt::format("  warning:    {}\n", warning);
+    }
+    const auto& est = planned.estimate;
+    out += fmt::format("  at most:    {} (cleanup {}, load {}, benchmarks {}, teardown {})\n",
+                       util::format_duration(est.total()), util::format_duration(est.cleanup),
+                       util::format_duration(est.load), util::format_duration(est.benchmarks),
+                       util::format_duration(est.teardown));
+  }
+  if (!e.report.expect.empty()) {
+    out += "\nexpectations:\n";
+    for (const auto& x : e.report.expect) {
+      std::string where = x.level ? fmt::format(" @ {}", *x.level) : x.rate ? fmt::format(" @ {} req/s", *x.rate) : "";
+      out += fmt::format("  {} / {}{}: {} = {} ± {}%\n", x.variant, x.benchmark, where, x.metric, x.value,
+                         x.tolerance_pct);
+    }
+  }
+  out += fmt::format("\nestimate: at most {} for {} variant{} (every wait to its timeout, streams as slow as 2 "
+                     "tok/s); a healthy sweep is much faster\n",
+                     util::format_duration(plan.total()), plan.variants.size(), plan.variants.size() == 1 ? "" : "s");
+  return out;
+}
+
+nlohmann::ordered_json plan_to_json(const Plan& plan) {
+  const Experiment& e = *plan.experiment;
+  nlohmann::ordered_json out;
+  out["experiment"] = e.name;
+  out["file"] = e.file;
+  out["description"] = e.description;
+  out["baseline"] = e.report.baseline ? nlohmann::ordered_json(*e.report.baseline) : nlohmann::ordered_json();
+  out["hosts"] = nlohmann::ordered_json::object();
+  for (const auto& [name, host] : e.hosts) {
+    nlohmann::ordered_json h;
+    h["kind"] = host.kind == HostKind::local ? "local" : "ssh";
+    if (host.kind == HostKind::ssh) {
+      h["user"] = host.user;
+      h["hostname"] = host.hostname;
+      h["port"] = host.port;
+      h["identity"] = host.identity ? nlohmann::ordered_json(*host.identity) : nlohmann::ordered_json();
+      h["host_key"] = host.host_key == HostKeyPolicy::strict ? "strict" : "accept-new";
+      h["known_hosts"] = host.known_hosts;
+    }
+    out["hosts"][name] = h;
+  }
+  auto seconds = [](util::Duration d) { return std::chrono::duration<double>(d).count(); };
+  out["variants"] = nlohmann::ordered_json::array();
+  for (const auto& planned : plan.variants) {
+    const Variant& v = *planned.variant;
+    const ServerConfig& s = v.server;
+    nlohmann::ordered_json j;
+    j["name"] = v.name;
+    j["base_name"] = v.base_name;
+    j["matrix"] = nlohmann::ordered_json::object();
+    for (const auto& [knob, value] : v.matrix_point) {
+      j["matrix"][knob] = nlohmann::ordered_json::parse(value.dump());
+    }
+    j["host"] = s.host;
+    j["template"] = s.tmpl->name;
+    j["template_file"] = s.tmpl->file;
+    j["template_hash"] = s.tmpl->content_hash;
+    j["model"] = s.model;
+    j["port"] = s.port;
+    j["knobs"] = nlohmann::ordered_json::object();
+    for (const auto& def : s.tmpl->knobs) {
+      if (auto it = s.knobs.find(def.name); it != s.knobs.end()) {
+        j["knobs"][def.name] = nlohmann::ordered_json::parse(it->second.value.dump());
+      }
+    }
+    j["argv"] = planned.launch.argv;
+    j["env"] = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : planned.launch.env) {
+      j["env"][name] = value;
+    }
+    j["command_line"] = planned.launch.shell_line();
+    const auto& c = s.cleanup;
+    j["cleanup"] = {{"policy", c.policy == server::CleanupPolicy::kill   ? "kill"
+                               : c.policy == server::CleanupPolicy::wait ? "wait"
+                                                                         : "fail"},
+                    {"allow", c.allow},
+                    {"gpus", s.gpus ? nlohmann::ordered_json(*s.gpus) : nlohmann::ordered_json()},
+                    {"gpu_free_below_mib", c.gpu_free_below_mib},
+                    {"grace_s", seconds(c.grace)},
+                    {"timeout_s", seconds(c.timeout)}};
+    j["health"] = {{"url", health_url(s)},
+                   {"interval_s", seconds(s.health.interval)},
+                   {"timeout_s", seconds(s.health.timeout)},
+                   {"stall_s", seconds(s.health.stall)}};
+    j["benchmarks"] = v.benchmarks;
+    j["warnings"] = planned.launch.warnings;
+    j["estimate_s"] = seconds(planned.estimate.total());
+    out["variants"].push_back(j);
+  }
+  out["benchmarks"] = nlohmann::ordered_json::array();
+  for (const auto& b : e.benchmarks) {
+    out["benchmarks"].push_back({{"name", b.name}, {"description", b.describe()}, {"timeout_s", seconds(b.timeout)}});
+  }
+  out["expectations"] = nlohmann::ordered_json::array();
+  for (const auto& x : e.report.expect) {
+    nlohmann::ordered_json j = {{"variant", x.variant}, {"benchmark", x.benchmark}, {"metric", x.metric},
+                                {"value", x.value},     {"tolerance_pct", x.tolerance_pct}};
+    if (x.level) {
+      j["level"] = *x.level;
+    }
+    if (x.rate) {
+      j["rate"] = *x.rate;
+    }
+    out["expectations"].push_back(j);
+  }
+  out["estimate_s"] = seconds(plan.total());
+  return out;
+}
+
+} // namespace specctl::experiment

@@ -1,0 +1,5 @@
+#include <specctl/cli/main.hpp>
+
+int main(int argc, char** argv) {
+  return specctl::cli::main(argc, argv);
+}

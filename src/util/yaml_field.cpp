@@ -1,0 +1,354 @@
+#include <specctl/util/yaml_field.hpp>
+
+#include <specctl/util/size.hpp>
+#include <specctl/util/text.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <set>
+#include <cstring>
+#include <sstream>
+
+namespace specctl::util {
+
+namespace {
+
+// yaml-cpp tags quoted scalars "!" and plain ones "?": a quoted "8" is a string.
+bool is_quoted(const YAML::Node& node) {
+  return node.Tag() == "!";
+}
+
+std::string quoted_value(const YAML::Node& node) {
+  std::string text = node.Scalar();
+  if (text.size() > 60) {
+    text = text.substr(0, 57) + "...";
+  }
+  std::string escaped;
+  for (char c : text) {
+    if (c == '\n') {
+      escaped += "\\n";
+    } else if (c == '"') {
+      escaped += "\\\"";
+    } else {
+      escaped += c;
+    }
+  }
+  return fmt::format("\"{}\"", escaped);
+}
+
+} // namespace
+
+Location location_of(const YAML::Mark& mark, const std::string& file, const Location& fallback) {
+  if (mark.line < 0 || mark.is_null()) {
+    return fallback.file.empty() ? Location{file, 0, 0} : fallback;
+  }
+  return Location{file, mark.line + 1, mark.column + 1};
+}
+
+YAML::Node load_yaml_file(const std::string& path, const std::string& display_name, Diagnostics& diag,
+                          std::string* text_out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diag.error(Location{display_name}, fmt::format("cannot read file: {}", std::strerror(errno)));
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) {
+    diag.error(Location{display_name}, "cannot read file: read error (is it a directory?)");
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  std::string text = content.str();
+  if (text_out != nullptr) {
+    *text_out = text;
+  }
+  if (text.find('\0') != std::string::npos) {
+    diag.error(Location{display_name}, "not a YAML file (it contains NUL bytes)");
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsDefined() || root.IsNull()) {
+      diag.error(Location{display_name}, "the file is empty");
+      return YAML::Node(YAML::NodeType::Undefined);
+    }
+    return root;
+  } catch (const YAML::Exception& e) {
+    diag.error(location_of(e.mark, display_name), fmt::format("not valid YAML: {}", e.msg));
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+}
+
+YamlField::YamlField(YAML::Node node, std::string path, std::string file, Diagnostics& diag, Location fallback)
+    : m_node(std::move(node)), m_path(std::move(path)), m_file(std::move(file)), m_diag(&diag),
+      m_fallback(std::move(fallback)) {}
+
+Location YamlField::location() const {
+  if (!m_node.IsDefined()) {
+    return m_fallback.file.empty() ? Location{m_file} : m_fallback;
+  }
+  return location_of(m_node.Mark(), m_file, m_fallback);
+}
+
+bool YamlField::present() const {
+  return m_node.IsDefined() && !m_node.IsNull();
+}
+
+std::string YamlField::describe_kind() const {
+  if (!m_node.IsDefined() || m_node.IsNull()) {
+    return "nothing";
+  }
+  if (m_node.IsMap()) {
+    return "a map";
+  }
+  if (m_node.IsSequence()) {
+    return "a list";
+  }
+  return quoted_value(m_node);
+}
+
+void YamlField::error(const std::string& message) const {
+  m_diag->error(location(), m_path.empty() ? message : fmt::format("{}: {}", m_path, message));
+}
+
+void YamlField::warning(const std::string& message) const {
+  m_diag->warning(location(), m_path.empty() ? message : fmt::format("{}: {}", m_path, message));
+}
+
+bool YamlField::expect_map() const {
+  if (m_node.IsMap()) {
+    return true;
+  }
+  error(fmt::format("expected a map, got {}", describe_kind()));
+  return false;
+}
+
+bool YamlField::expect_list() const {
+  if (m_node.IsSequence()) {
+    return true;
+  }
+  error(fmt::format("expected a list, got {}", describe_kind()));
+  return false;
+}
+
+bool YamlField::expect_scalar() const {
+  if (m_node.IsScalar()) {
+    return true;
+  }
+  error(fmt::format("expected a single value, got {}", describe_kind()));
+  return false;
+}
+
+std::string YamlField::child_path(const std::string& key) const {
+  return m_path.empty() ? key : m_path + "." + key;
+}
+
+YamlField YamlField::operator[](const std::string& key) const {
+  YAML::Node child;
+  Location key_location = location();
+  if (m_node.IsMap()) {
+    for (const auto& entry : m_node) {
+      if (entry.first.IsScalar() && entry.first.Scalar() == key) {
+        child = entry.second;
+        key_location = location_of(entry.first.Mark(), m_file, key_location);
+        break;
+      }
+    }
+  }
+  if (!child.IsDefined()) {
+    child = YAML::Node(YAML::NodeType::Undefined);
+  }
+  // A null value has no useful mark of its own: point at its key instead.
+  Location fallback = key_location;
+  return YamlField(child, child_path(key), m_file, *m_diag, fallback);
+}
+
+std::vector<YamlField> YamlField::items() const {
+  std::vector<YamlField> out;
+  if (!m_node.IsSequence()) {
+    return out;
+  }
+  for (std::size_t i = 0; i < m_node.size(); ++i) {
+    out.emplace_back(m_node[i], fmt::format("{}[{}]", m_path, i), m_file, *m_diag, location());
+  }
+  return out;
+}
+
+std::vector<YamlEntry> YamlField::entries() const {
+  std::vector<YamlEntry> out;
+  if (!m_node.IsMap()) {
+    return out;
+  }
+  for (const auto& entry : m_node) {
+    std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
+    Location key_location = location_of(entry.first.Mark(), m_file, location());
+    out.push_back(YamlEntry{key, key_location,
+                            YamlField(entry.second, child_path(key), m_file, *m_diag, key_location)});
+  }
+  return out;
+}
+
+void YamlField::check_duplicates() const {
+  if (!m_node.IsMap()) {
+    return;
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : m_node) {
+    if (entry.first.IsScalar() && !seen.insert(entry.first.Scalar()).second) {
+      m_diag->error(location_of(entry.first.Mark(), m_file, location()),
+                    fmt::format("duplicate key \"{}\" in {}", entry.first.Scalar(), m_path));
+    }
+  }
+}
+
+void YamlField::check_keys(const std::vector<std::string>& allowed) const {
+  if (!m_node.IsMap()) {
+    return;
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : m_node) {
+    Location at = location_of(entry.first.Mark(), m_file, location());
+    if (!entry.first.IsScalar()) {
+      m_diag->error(at, fmt::format("{}: keys must be plain words", m_path.empty() ? "top level" : m_path));
+      continue;
+    }
+    const std::string& key = entry.first.Scalar();
+    std::string where = m_path.empty() ? "" : fmt::format(" in {}", m_path);
+    if (!seen.insert(key).second) {
+      m_diag->error(at, fmt::format("duplicate key \"{}\"{}", key, where));
+      continue;
+    }
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      m_diag->error(at, fmt::format("unknown key \"{}\"{}{}", key, where, did_you_mean(key, allowed)));
+    }
+  }
+}
+
+std::optional<std::string> YamlField::as_string() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  return m_node.Scalar();
+}
+
+std::optional<std::int64_t> YamlField::as_int(std::int64_t min, std::int64_t max) const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  const std::string& text = m_node.Scalar();
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (is_quoted(m_node) || ec != std::errc() || end != text.data() + text.size()) {
+    error(fmt::format("expected an integer, got {}", quoted_value(m_node)));
+    return std::nullopt;
+  }
+  if (value < min || value > max) {
+    error(fmt::format("{} is out of range ({}..{})", value, min, max));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<double> YamlField::as_number() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  const std::string& text = m_node.Scalar();
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (is_quoted(m_node) || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    error(fmt::format("expected a number, got {}", quoted_value(m_node)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<bool> YamlField::as_bool() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  const std::string& text = m_node.Scalar();
+  if (!is_quoted(m_node)) {
+    if (text == "true" || text == "True" || text == "yes" || text == "on") {
+      return true;
+    }
+    if (text == "false" || text == "False" || text == "no" || text == "off") {
+      return false;
+    }
+  }
+  error(fmt::format("expected true or false, got {}", quoted_value(m_node)));
+  return std::nullopt;
+}
+
+std::optional<Duration> YamlField::as_duration() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  auto parsed = parse_duration(m_node.Scalar());
+  if (!parsed) {
+    error(parsed.error());
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+std::optional<std::uint64_t> YamlField::as_size_mib() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  auto parsed = parse_size_mib(m_node.Scalar());
+  if (!parsed) {
+    error(parsed.error());
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+std::optional<double> YamlField::as_percent() const {
+  if (!expect_scalar()) {
+    return std::nullopt;
+  }
+  std::string text = m_node.Scalar();
+  if (!text.empty() && text.back() == '%') {
+    text.pop_back();
+  }
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 0 || value > 1000) {
+    error(fmt::format("expected a percentage such as 10%, got {}", quoted_value(m_node)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<std::string> YamlField::as_choice(const std::vector<std::string>& choices) const {
+  auto value = as_string();
+  if (!value) {
+    return std::nullopt;
+  }
+  if (std::find(choices.begin(), choices.end(), *value) == choices.end()) {
+    error(fmt::format("\"{}\" is not one of {}{}", *value, join(choices, ", "), did_you_mean(*value, choices)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<std::vector<std::string>> YamlField::as_string_list() const {
+  if (!expect_list()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (const auto& item : items()) {
+    auto value = item.as_string();
+    ok = ok && value.has_value();
+    if (value) {
+      out.push_back(*value);
+    }
+  }
+  return ok ? std::optional(out) : std::nullopt;
+}
+
+} // namespace specctl::util
