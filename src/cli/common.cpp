@@ -8,7 +8,7 @@ namespace specctl::cli {
 std::optional<experiment::Experiment> load_or_report(const std::string& path) {
   util::Diagnostics diag;
   auto experiment = experiment::load_experiment(path, diag);
-  for (const auto& d : diag.items()) {
+  for (const auto& d : diag.sorted()) {
     std::cerr << d.str() << '\n';
   }
   if (diag.has_errors()) {

@@ -36,6 +36,8 @@ struct ResolveContext {
   // Templates already loaded, by name: each is read and checked once.
   std::map<std::string, std::shared_ptr<const server::ServerTemplate>>* template_cache = nullptr;
   util::Diagnostics* diag = nullptr;
+  // The `server` block is not a map: its settings are unknown, so missing ones are not reported again.
+  bool server_block_broken = false;
 };
 
 // Turns a merged layer into a checked server configuration. `owner` names the

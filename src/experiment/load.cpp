@@ -421,7 +421,9 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
   experiment.benchmarks = detail::parse_benchmarks(top["benchmarks"], dir);
 
   Layer defaults;
-  if (auto server = top["server"]; server.present() && server.expect_map()) {
+  bool server_block_broken = false;
+  if (auto server = top["server"]; server.present()) {
+    server_block_broken = !server.expect_map();
     server.check_keys(detail::server_keys());
     detail::flatten_server_block(server, defaults);
   }
@@ -430,7 +432,8 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
     top_matrix = parse_matrix(matrix);
   }
   std::map<std::string, std::shared_ptr<const server::ServerTemplate>> templates;
-  detail::ResolveContext ctx{&experiment.hosts, server::template_search_path(dir), &templates, &diag};
+  detail::ResolveContext ctx{&experiment.hosts, server::template_search_path(dir), &templates, &diag,
+                             server_block_broken};
   parse_variants(top, defaults, top_matrix, ctx, experiment);
   parse_report(top["report"], experiment);
   return experiment;

@@ -110,7 +110,7 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
 
   if (const auto* field = find(layer, "template")) {
     config.tmpl = find_template(*field, ctx);
-  } else {
+  } else if (!ctx.server_block_broken) {
     diag.error(owner_at, fmt::format("{}: no template (set server.template, e.g. sglang or vllm)", owner));
   }
 
@@ -128,13 +128,13 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     }
   } else if (ctx.hosts->size() == 1) {
     config.host = ctx.hosts->begin()->first;
-  } else {
+  } else if (ctx.hosts->size() > 1) {
     diag.error(owner_at, fmt::format("{}: no host (several hosts are defined: set server.host)", owner));
   }
 
   if (const auto* field = find(layer, "model")) {
     config.model = field->as_string().value_or("");
-  } else {
+  } else if (!ctx.server_block_broken) {
     diag.error(owner_at, fmt::format("{}: no model (set server.model or the variant's model)", owner));
   }
 
@@ -203,9 +203,11 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     }
   }
   if (config.health.interval > config.health.timeout) {
-    diag.error(owner_at, fmt::format("{}: health.interval ({}) is longer than health.timeout ({})", owner,
-                                     util::format_duration(config.health.interval),
-                                     util::format_duration(config.health.timeout)));
+    const auto* field = find(layer, "health.interval");
+    diag.error(field != nullptr ? field->location() : owner_at,
+               fmt::format("{}: health.interval ({}) is longer than health.timeout ({})", owner,
+                           util::format_duration(config.health.interval),
+                           util::format_duration(config.health.timeout)));
   }
 
   if (const auto* field = find(layer, "cleanup.policy")) {
@@ -235,8 +237,8 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
       std::string name = key.substr(6);
       const auto* def = tmpl.find_knob(name);
       if (def == nullptr) {
-        diag.error(entry.key_at, fmt::format("unknown knob \"{}\" for template \"{}\"{}", name, tmpl.name,
-                                             util::did_you_mean(name, tmpl.knob_names())));
+        diag.error(entry.key_at, fmt::format("{}: template \"{}\" has no knob \"{}\"{}", entry.value.path(), tmpl.name,
+                                             name, util::did_you_mean(name, tmpl.knob_names())));
         continue;
       }
       if (!entry.value.present()) {

@@ -1,6 +1,7 @@
 #include <specctl/util/diagnostics.hpp>
 
 #include <algorithm>
+#include <tuple>
 #include <fmt/format.h>
 
 namespace specctl::util {
@@ -35,6 +36,14 @@ void Diagnostics::add(Diagnostic d) {
   if (!seen) {
     m_items.push_back(std::move(d));
   }
+}
+
+std::vector<Diagnostic> Diagnostics::sorted() const {
+  std::vector<Diagnostic> out = m_items;
+  std::stable_sort(out.begin(), out.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.where.file, a.where.line, a.where.column) < std::tie(b.where.file, b.where.line, b.where.column);
+  });
+  return out;
 }
 
 bool Diagnostics::has_errors() const {

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <cstring>
@@ -49,6 +50,11 @@ Location location_of(const YAML::Mark& mark, const std::string& file, const Loca
 
 YAML::Node load_yaml_file(const std::string& path, const std::string& display_name, Diagnostics& diag,
                           std::string* text_out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    diag.error(Location{display_name}, "cannot read file: it is a directory");
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     diag.error(Location{display_name}, fmt::format("cannot read file: {}", std::strerror(errno)));
@@ -84,6 +90,21 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& display_na
 YamlField::YamlField(YAML::Node node, std::string path, std::string file, Diagnostics& diag, Location fallback)
     : m_node(std::move(node)), m_path(std::move(path)), m_file(std::move(file)), m_diag(&diag),
       m_fallback(std::move(fallback)) {}
+
+YamlField& YamlField::operator=(const YamlField& other) {
+  if (this != &other) {
+    m_node.reset(other.m_node);
+    m_path = other.m_path;
+    m_file = other.m_file;
+    m_diag = other.m_diag;
+    m_fallback = other.m_fallback;
+  }
+  return *this;
+}
+
+YamlField& YamlField::operator=(YamlField&& other) {
+  return *this = static_cast<const YamlField&>(other);
+}
 
 Location YamlField::location() const {
   if (!m_node.IsDefined()) {
@@ -146,19 +167,16 @@ std::string YamlField::child_path(const std::string& key) const {
 }
 
 YamlField YamlField::operator[](const std::string& key) const {
-  YAML::Node child;
+  YAML::Node child(YAML::NodeType::Undefined);
   Location key_location = location();
   if (m_node.IsMap()) {
     for (const auto& entry : m_node) {
       if (entry.first.IsScalar() && entry.first.Scalar() == key) {
-        child = entry.second;
+        child.reset(entry.second);
         key_location = location_of(entry.first.Mark(), m_file, key_location);
         break;
       }
     }
-  }
-  if (!child.IsDefined()) {
-    child = YAML::Node(YAML::NodeType::Undefined);
   }
   // A null value has no useful mark of its own: point at its key instead.
   Location fallback = key_location;

@@ -37,6 +37,8 @@ public:
   bool has_errors() const;
   std::size_t error_count() const;
   const std::vector<Diagnostic>& items() const { return m_items; }
+  // In file order (by file, line, column), as a user reads them.
+  std::vector<Diagnostic> sorted() const;
   std::vector<Diagnostic> errors() const;
   std::vector<Diagnostic> warnings() const;
 

@@ -25,6 +25,13 @@ struct YamlEntry;
 class YamlField {
 public:
   YamlField(YAML::Node node, std::string path, std::string file, Diagnostics& diag, Location fallback = {});
+  YamlField(const YamlField&) = default;
+  YamlField(YamlField&&) = default;
+  // yaml-cpp's Node::operator= writes through to the node it refers to (changing
+  // every other handle to it); assigning a YamlField must only rebind.
+  YamlField& operator=(const YamlField& other);
+  YamlField& operator=(YamlField&& other);
+  ~YamlField() = default;
 
   const YAML::Node& node() const { return m_node; }
   const std::string& path() const { return m_path; }

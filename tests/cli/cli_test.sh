@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs specctl as a user would and checks exit codes and exact output.
+# Usage: cli_test.sh PATH_TO_SPECCTL   (from the source directory)
+set -u
+specctl="$1"
+passed=0
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect NAME CODE COMMAND...: runs COMMAND (bounded by timeout), stores stdout/stderr, checks the exit code.
+expect() {
+  local name="$1" code="$2"
+  shift 2
+  timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [[ $got -ne $code ]]; then
+    echo "FAIL $name: exit $got, expected $code"; sed 's/^/  stderr: /' "$tmp/err" | head -5
+    failed=$((failed + 1))
+    return 1
+  fi
+  passed=$((passed + 1))
+}
+
+# same NAME FILE EXPECTED: exact content check.
+same() {
+  if [[ "$(cat "$2")" == "$3" ]]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL $1:"; diff <(echo "$3") "$2" | head -10
+    failed=$((failed + 1))
+  fi
+}
+
+contains() {
+  if grep -qF -- "$3" "$2"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL $1: no \"$3\" in:"; head -5 "$2"
+    failed=$((failed + 1))
+  fi
+}
+
+expect version 0 "$specctl" --version
+same version-text "$tmp/out" "specctl 0.1.0"
+
+expect help 0 "$specctl" --help
+contains help-validate "$tmp/out" "validate"
+contains help-plan "$tmp/out" "plan"
+contains help-exit-codes "$tmp/out" "2 bad input"
+
+expect plan-help 0 "$specctl" plan --help
+contains plan-help-json "$tmp/out" "--json"
+
+expect no-command 2 "$specctl"
+contains no-command-message "$tmp/err" "specctl: error:"
+
+expect unknown-command 2 "$specctl" frobnicate
+expect unknown-flag 2 "$specctl" validate --frob experiments/kimi-k25-eagle3.yaml
+expect validate-no-file 2 "$specctl" validate
+
+expect validate-ok 0 "$specctl" validate experiments/kimi-k25-eagle3.yaml experiments/eagle3-steps.yaml
+same validate-ok-text "$tmp/out" "experiments/kimi-k25-eagle3.yaml: ok (2 variants, 2 benchmarks)
+experiments/eagle3-steps.yaml: ok (11 variants, 2 benchmarks)"
+
+# A bad file among good ones: the good are still reported ok, the exit code is 2.
+expect validate-mixed 2 "$specctl" validate examples/quickstart.yaml tests/data/bad/unknown_knob.yaml
+same validate-mixed-out "$tmp/out" "examples/quickstart.yaml: ok (3 variants, 2 benchmarks)"
+same validate-mixed-err "$tmp/err" "$(cat tests/data/bad/unknown_knob.expected)"
+
+expect validate-missing 2 "$specctl" validate no-such-file.yaml
+same validate-missing-err "$tmp/err" "no-such-file.yaml: cannot read file: No such file or directory"
+
+expect validate-devnull 2 "$specctl" validate /dev/null
+same validate-devnull-err "$tmp/err" "/dev/null: the file is empty"
+
+# Random bytes must give an error, never a crash or a hang.
+for i in 1 2 3 4 5; do
+  head -c 4096 /dev/urandom >"$tmp/random$i.yaml"
+  expect "validate-random-$i" 2 "$specctl" validate "$tmp/random$i.yaml"
+done
+printf 'a: &x [*x]\n' >"$tmp/alias.yaml"
+expect validate-recursive-alias 2 "$specctl" validate "$tmp/alias.yaml"
+python3 -c 'print("[" * 100000)' >"$tmp/deep.yaml" 2>/dev/null || printf '%*s' 100000 '' | tr ' ' '[' >"$tmp/deep.yaml"
+expect validate-deep-nesting 2 "$specctl" validate "$tmp/deep.yaml"
+
+expect plan-text 0 "$specctl" plan experiments/kimi-k25-eagle3.yaml
+contains plan-command "$tmp/out" "NCCL_PROTO=LL python3 -m sglang.launch_server --model-path /models/Kimi-K2.5-INT4 --host 127.0.0.1 --port 30000 --tp-size 8"
+contains plan-estimate "$tmp/out" "estimate: at most 7h 11m 52s for 2 variants"
+
+expect plan-json 0 "$specctl" plan --json experiments/kimi-k25-eagle3.yaml
+contains plan-json-argv "$tmp/out" '"argv": ['
+if command -v python3 >/dev/null; then
+  if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["variants"]) == 2' "$tmp/out"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL plan-json-parse"; failed=$((failed + 1))
+  fi
+fi
+
+expect plan-bad 2 "$specctl" plan tests/data/bad/several_errors.yaml
+same plan-bad-err "$tmp/err" "$(cat tests/data/bad/several_errors.expected)"
+same plan-bad-no-stdout "$tmp/out" ""
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

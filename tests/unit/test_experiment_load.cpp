@@ -1,0 +1,133 @@
+#include <doctest/doctest.h>
+
+#include <specctl/experiment/experiment.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace specctl::experiment;
+using specctl::util::Diagnostics;
+
+namespace {
+
+Experiment load_layers() {
+  auto config = std::filesystem::temp_directory_path() / "specctl-test-ssh-config";
+  {
+    std::ofstream out(config);
+    out << "Host gpu1\n  HostName 10.0.0.7\n  User root\n  Port 2222\n  IdentityFile ~/.ssh/gpu\n";
+  }
+  setenv("SPECCTL_SSH_CONFIG", config.c_str(), 1);
+  setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+  Diagnostics diag;
+  auto e = load_experiment("tests/data/good/layers.yaml", diag);
+  setenv("SPECCTL_SSH_CONFIG", "/nonexistent", 1);
+  std::filesystem::remove(config);
+  for (const auto& d : diag.items()) {
+    MESSAGE(d.str());
+  }
+  REQUIRE_FALSE(diag.has_errors());
+  return e;
+}
+
+std::vector<std::string> names(const Experiment& e) {
+  std::vector<std::string> out;
+  for (const auto& v : e.variants) {
+    out.push_back(v.name);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("matrix expansion names and excludes") {
+  auto e = load_layers();
+  // Top-level axes first, then the variant's; the exclude removes the two (steps3, fusion-off) points.
+  std::vector<std::string> expected = {
+      "baseline-mem0.8",
+      "baseline-mem0.9",
+      "eagle3-mem0.8-steps1-fusion-on-attn-fa3",
+      "eagle3-mem0.8-steps1-fusion-off-attn-fa3",
+      "eagle3-mem0.8-steps3-fusion-on-attn-fa3",
+      "eagle3-mem0.9-steps1-fusion-on-attn-fa3",
+      "eagle3-mem0.9-steps1-fusion-off-attn-fa3",
+      "eagle3-mem0.9-steps3-fusion-on-attn-fa3",
+  };
+  CHECK(names(e) == expected);
+  const auto* v = e.find_variant("eagle3-mem0.9-steps3-fusion-on-attn-fa3");
+  REQUIRE(v != nullptr);
+  CHECK(v->base_name == "eagle3");
+  REQUIRE(v->matrix_point.size() == 4);
+  CHECK(v->matrix_point[1].first == "spec_steps");
+  CHECK(v->matrix_point[1].second == 3);
+  CHECK(v->server.knobs.at("spec_steps").value == 3);
+  // The template derives draft tokens from the steps (topk 1).
+  CHECK(v->server.knobs.at("spec_draft_tokens").value == 4);
+  CHECK(v->server.knobs.at("spec_draft_tokens").derived);
+  CHECK(v->server.knobs.at("mem_fraction").value == 0.9);
+  // The matrix value replaces the default's flashinfer.
+  CHECK(v->server.knobs.at("attention_backend").value == "fa3");
+  CHECK(v->benchmarks == std::vector<std::string>{"single"});
+}
+
+TEST_CASE("variants override server defaults") {
+  auto e = load_layers();
+  const auto& base = e.find_variant("baseline-mem0.8")->server;
+  const auto& eagle = e.find_variant("eagle3-mem0.8-steps1-fusion-on-attn-fa3")->server;
+  SUBCASE("scalars") {
+    CHECK(base.model == "/models/base");
+    CHECK(eagle.model == "/models/other");
+    CHECK(base.host == "here");
+    CHECK(base.port == 30000);
+  }
+  SUBCASE("maps merge, null unsets") {
+    CHECK(base.knobs.count("cuda_graph_max_bs") == 0);
+    CHECK(base.knobs.at("tp").value == 8);
+    CHECK(eagle.knobs.at("cuda_graph_max_bs").value == 128);
+    std::vector<std::pair<std::string, std::string>> env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_PROTO", "LL"}};
+    CHECK(base.env == env);
+    CHECK(base.health.timeout == std::chrono::minutes(45));
+    CHECK(base.health.interval == std::chrono::seconds(10));
+    CHECK(eagle.health.timeout == std::chrono::minutes(20));
+  }
+  SUBCASE("lists replace") {
+    CHECK(base.extra_args == std::vector<std::string>{"--log-level", "debug"});
+    CHECK(eagle.extra_args == std::vector<std::string>{"--enable-metrics"});
+    CHECK(base.cleanup.allow == std::vector<std::string>{"sglang::*"});
+  }
+  SUBCASE("benchmarks default to all") {
+    CHECK(e.find_variant("baseline-mem0.8")->benchmarks == std::vector<std::string>{"single", "par"});
+  }
+}
+
+TEST_CASE("hosts: local, ssh targets and ~/.ssh/config aliases") {
+  auto e = load_layers();
+  REQUIRE(e.hosts.size() == 3);
+  CHECK(e.hosts.at("here").kind == HostKind::local);
+  const auto& node1 = e.hosts.at("node1");
+  CHECK(node1.kind == HostKind::ssh);
+  CHECK(node1.hostname == "10.0.0.7");
+  CHECK(node1.user == "root");
+  CHECK(node1.port == 2222);
+  CHECK(node1.identity == "~/.ssh/gpu");
+  CHECK(node1.ssh_alias == "gpu1");
+  CHECK(node1.describe() ==
+        "ssh root@10.0.0.7:2222 (alias gpu1 from ssh config), key ~/.ssh/gpu, host key strict");
+  const auto& node2 = e.hosts.at("node2");
+  CHECK(node2.hostname == "::1");
+  CHECK(node2.user == "admin");
+  CHECK(node2.port == 2200);
+  CHECK(node2.host_key == HostKeyPolicy::accept_new);
+  CHECK(node2.describe() == "ssh admin@[::1]:2200, key ~/.ssh/other, host key accept-new");
+}
+
+TEST_CASE("benchmark defaults") {
+  auto e = load_layers();
+  const auto* par = e.find_benchmark("par");
+  REQUIRE(par != nullptr);
+  CHECK(par->requests_at(1) == 10);
+  CHECK(par->requests_at(250) == 500);
+  CHECK(par->max_tokens == 512);
+  CHECK(par->timeout > std::chrono::minutes(1));
+  CHECK(metrics_of(*par).front() == "output_tok_s");
+}

@@ -1,0 +1,54 @@
+#include <doctest/doctest.h>
+
+#include <specctl/util/hash.hpp>
+#include <specctl/util/size.hpp>
+#include <specctl/util/text.hpp>
+
+using namespace specctl::util;
+
+TEST_CASE("did-you-mean suggestions") {
+  std::vector<std::string> keys = {"variants", "benchmarks", "server", "hosts", "report", "name"};
+  CHECK(did_you_mean("variantz", keys) == " (did you mean \"variants\"?)");
+  CHECK(did_you_mean("benchmark", keys) == " (did you mean \"benchmarks\"?)");
+  CHECK(did_you_mean("sever", keys) == " (did you mean \"server\"?)");
+  CHECK(did_you_mean("completely_different", keys).empty());
+  CHECK(did_you_mean("x", keys).empty());
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(edit_distance("", "abc") == 3);
+}
+
+TEST_CASE("glob_match") {
+  CHECK(glob_match("sglang::*", "sglang::scheduler_TP0"));
+  CHECK(glob_match("VLLM::*", "VLLM::Worker_TP3"));
+  CHECK(glob_match("python*", "python3"));
+  CHECK(glob_match("python?", "python3"));
+  CHECK_FALSE(glob_match("python?", "python3.11"));
+  CHECK_FALSE(glob_match("sglang::*", "Xorg"));
+  CHECK(glob_match("*", ""));
+  CHECK_FALSE(glob_match("a*b", "acbd"));
+  CHECK(glob_match("a*b*c", "axxbyyc"));
+}
+
+TEST_CASE("slug") {
+  CHECK(slug("eagle3") == "eagle3");
+  CHECK(slug("a/b c") == "a-b-c");
+  CHECK(slug("0.85") == "0.85");
+  CHECK(slug("--x--") == "x");
+}
+
+TEST_CASE("parse_size_mib") {
+  CHECK(parse_size_mib("1024MiB").value() == 1024);
+  CHECK(parse_size_mib("1GiB").value() == 1024);
+  CHECK(parse_size_mib("2TiB").value() == 2 * 1024 * 1024);
+  CHECK(parse_size_mib("2048KiB").value() == 2);
+  for (auto bad : {"1GB", "1024", "MiB", "-1MiB", "1.5GiB", "1000KiB", ""}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_size_mib(bad).has_value());
+  }
+}
+
+TEST_CASE("fingerprint is stable and sensitive") {
+  CHECK(fingerprint("") == "cbf29ce484222325");
+  CHECK(fingerprint("a") == "af63dc4c8601ec8c");
+  CHECK(fingerprint("name: a\n") != fingerprint("name: b\n"));
+}
