@@ -1,0 +1,53 @@
+#pragma once
+
+#include <specctl/util/duration.hpp>
+#include <specctl/util/error.hpp>
+
+#include <chrono>
+#include <expected>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace specctl::remote {
+
+// What a finished command left behind. `timed_out` is set when specctl stopped
+// waiting (the command was killed), which is never the same as a failure.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  bool timed_out = false;
+};
+
+inline constexpr util::Duration k_default_command_timeout = std::chrono::seconds{60};
+
+// A machine specctl runs things on: this one, or a GPU node over SSH.
+//
+// Everything specctl does on a host is a POSIX shell command line run by
+// `exec` (built with util::shell_quote, so no value reaches the shell
+// unquoted); remote/host_ops.hpp builds detached launch, liveness, signals and
+// log following on top of it. A host therefore needs only two primitives.
+class Host {
+public:
+  Host() = default;
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+  virtual ~Host() = default;
+
+  // For messages: "local", "node1 (root@10.0.0.7:22)".
+  virtual std::string describe() const = 0;
+
+  // Runs `command_line` with /bin/sh on the host and waits at most `timeout`.
+  // An error means the host could not be reached or the command not started;
+  // a command that ran and failed is a CommandResult with its exit code.
+  virtual std::expected<CommandResult, Error> exec(const std::string& command_line,
+                                                   util::Duration timeout = k_default_command_timeout) = 0;
+
+  // A TCP port on 127.0.0.1 of *this* machine that reaches `target_host:target_port`
+  // as seen from the host. For the local host that is the port itself; for SSH a
+  // forwarded port (direct-tcpip) that stays open until the Host is destroyed.
+  virtual std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) = 0;
+};
+
+} // namespace specctl::remote
