@@ -1,0 +1,67 @@
+#pragma once
+
+#include <specctl/remote/host.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace specctl::remote {
+
+// Every process specctl launches carries SPECCTL_TAG=<tag> in its environment, so
+// workers that leave the process group (SGLang's schedulers re-parent to PID 1)
+// can still be found, and only ones specctl started are ever touched by tag.
+inline constexpr const char* k_tag_variable = "SPECCTL_TAG";
+
+// A server started detached: its own session and process group, output to a log
+// file, its exit code to a file once it ends. All files live in `run_dir` on the host.
+struct DetachSpec {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string run_dir;
+  std::string tag;
+};
+
+struct RunFiles {
+  std::string dir;
+  std::string log() const { return dir + "/server.log"; }
+  std::string pid() const { return dir + "/server.pid"; }
+  std::string exit() const { return dir + "/server.exit"; }
+};
+
+// Starts the command and returns its pid, which is also its process group and session id.
+// The command runs on when specctl or its SSH connection goes away.
+std::expected<int, Error> start_detached(Host& host, const DetachSpec& spec);
+
+std::expected<bool, Error> is_alive(Host& host, int pid);
+
+// The exit code the detached command left, or nullopt while it runs (or if it was killed).
+std::expected<std::optional<int>, Error> read_exit_code(Host& host, const RunFiles& files);
+
+// Signals a whole process group (and its leader, should it have left the group).
+std::expected<void, Error> signal_group(Host& host, int pgid, int signal);
+std::expected<void, Error> signal_pids(Host& host, const std::vector<int>& pids, int signal);
+
+// Up to `max_bytes` of the file from byte `offset` on; empty when nothing new is there.
+std::expected<std::string, Error> read_file_from(Host& host, const std::string& path, std::uint64_t offset,
+                                                 std::size_t max_bytes);
+
+// Pids of live processes whose environment holds SPECCTL_TAG=<tag>.
+std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string& tag);
+
+struct ProcessInfo {
+  int pid = 0;
+  int ppid = 0;
+  int pgid = 0;
+  std::string name;
+  std::string args;
+};
+
+// What ps says about these pids; vanished pids are left out.
+std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const std::vector<int>& pids);
+
+// Pids holding a listening TCP socket on `port` (IPv4 or IPv6), from /proc.
+std::expected<std::vector<int>, Error> port_holders(Host& host, int port);
+
+} // namespace specctl::remote

@@ -1,0 +1,17 @@
+#pragma once
+
+#include <specctl/remote/host.hpp>
+
+namespace specctl::remote {
+
+// This machine. Commands run under /bin/sh through Boost.Process; a command that
+// outlives its timeout is killed with its whole process group.
+class LocalHost final : public Host {
+public:
+  std::string describe() const override { return "local"; }
+  std::expected<CommandResult, Error> exec(const std::string& command_line,
+                                           util::Duration timeout = k_default_command_timeout) override;
+  std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
+};
+
+} // namespace specctl::remote

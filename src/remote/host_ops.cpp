@@ -1,0 +1,209 @@
+#include <specctl/remote/host_ops.hpp>
+
+#include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
+
+#include <charconv>
+#include <fmt/format.h>
+#include <sstream>
+
+namespace specctl::remote {
+
+namespace {
+
+using util::shell_quote;
+
+// Writing the pid file is the detached shell's first act; this bounds the wait for it.
+constexpr const char* k_pid_wait_loop = "i=0; while [ ! -s \"$pidfile\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done";
+
+std::expected<CommandResult, Error> run_checked(Host& host, const std::string& line, const char* what) {
+  auto result = host.exec(line);
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  if (result->timed_out) {
+    return std::unexpected(Error(fmt::format("{}: {} timed out", host.describe(), what), ErrorKind::timed_out));
+  }
+  return result;
+}
+
+std::vector<int> parse_pids(const std::string& text) {
+  std::vector<int> pids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    int pid = 0;
+    auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), pid);
+    if (ec == std::errc() && end == word.data() + word.size() && pid > 0) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+std::string pid_list(const std::vector<int>& pids) {
+  std::vector<std::string> words;
+  for (int pid : pids) {
+    words.push_back(std::to_string(pid));
+  }
+  return util::join(words, " ");
+}
+
+std::string first_line(const std::string& text) {
+  auto end = text.find('\n');
+  return text.substr(0, end);
+}
+
+} // namespace
+
+std::expected<int, Error> start_detached(Host& host, const DetachSpec& spec) {
+  RunFiles files{spec.run_dir};
+  std::vector<std::string> env_words;
+  for (const auto& [name, value] : spec.env) {
+    env_words.push_back(name + "=" + shell_quote(value));
+  }
+  // The inner shell leads the new session; the server is its child in the same group,
+  // and the shell writes the server's exit code once it ends.
+  std::string inner = fmt::format("echo $$ > {pid}; {env} {cmd} >> {log} 2>&1 < /dev/null; "
+                                  "echo $? > {exit}",
+                                  fmt::arg("pid", shell_quote(files.pid())), fmt::arg("env", util::join(env_words, " ")),
+                                  fmt::arg("cmd", util::shell_join(spec.argv)), fmt::arg("log", shell_quote(files.log())),
+                                  fmt::arg("exit", shell_quote(files.exit())));
+  std::string line = fmt::format(
+      "mkdir -p {dir} && rm -f {pid} {exit} && pidfile={pid} && "
+      "({tag} setsid /bin/sh -c {inner} > /dev/null 2>&1 < /dev/null &) && {wait}; cat {pid}",
+      fmt::arg("dir", shell_quote(files.dir)), fmt::arg("pid", shell_quote(files.pid())),
+      fmt::arg("exit", shell_quote(files.exit())), fmt::arg("inner", shell_quote(inner)), fmt::arg("wait", k_pid_wait_loop),
+      fmt::arg("tag", std::string(k_tag_variable) + "=" + shell_quote(spec.tag)));
+  auto result = run_checked(host, line, "starting the server");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  auto pids = parse_pids(result->out);
+  if (result->exit_code != 0 || pids.size() != 1) {
+    return std::unexpected(Error(fmt::format("{}: could not start the server in {}: {}", host.describe(), files.dir,
+                                             first_line(result->err.empty() ? result->out : result->err))));
+  }
+  return pids.front();
+}
+
+std::expected<bool, Error> is_alive(Host& host, int pid) {
+  // A zombie is dead: a re-parented process may wait long for its reaper (some
+  // container inits never reap), and `kill -0` succeeds on it.
+  auto result = run_checked(host, fmt::format("ps -o stat= -p {} 2>/dev/null", pid), "checking the server");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  auto state = result->out.find_first_not_of(" \t\n");
+  return state != std::string::npos && result->out[state] != 'Z';
+}
+
+std::expected<std::optional<int>, Error> read_exit_code(Host& host, const RunFiles& files) {
+  auto result = run_checked(host, fmt::format("cat {} 2>/dev/null", shell_quote(files.exit())), "reading the exit code");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  auto codes = parse_pids(result->out);
+  if (result->out.find_first_of("0123456789") == std::string::npos) {
+    return std::optional<int>();
+  }
+  return std::optional<int>(codes.empty() ? 0 : codes.front());
+}
+
+// `kill -N -PGID`, not `kill -N -- -PGID`: dash (Debian's /bin/sh) refuses the latter.
+std::expected<void, Error> signal_group(Host& host, int pgid, int signal) {
+  if (pgid <= 1) {
+    return std::unexpected(Error(fmt::format("{}: refusing to signal process group {}", host.describe(), pgid)));
+  }
+  auto result = run_checked(host, fmt::format("kill -{0} -{1} 2>/dev/null; kill -{0} {1} 2>/dev/null; true", signal, pgid),
+                            "signalling the server");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return {};
+}
+
+std::expected<void, Error> signal_pids(Host& host, const std::vector<int>& pids, int signal) {
+  std::vector<int> safe;
+  for (int pid : pids) {
+    if (pid > 1) {
+      safe.push_back(pid);
+    }
+  }
+  if (safe.empty()) {
+    return {};
+  }
+  auto result = run_checked(host, fmt::format("kill -{} {} 2>/dev/null; true", signal, pid_list(safe)), "signalling");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return {};
+}
+
+std::expected<std::string, Error> read_file_from(Host& host, const std::string& path, std::uint64_t offset,
+                                                 std::size_t max_bytes) {
+  auto result = run_checked(host,
+                            fmt::format("tail -c +{} {} 2>/dev/null | head -c {}", offset + 1, shell_quote(path), max_bytes),
+                            "reading the log");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return std::move(result->out);
+}
+
+std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string& tag) {
+  std::string needle = std::string(k_tag_variable) + "=" + tag;
+  std::string line = fmt::format(
+      "for p in /proc/[0-9]*; do if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qxF {}; then "
+      "echo \"${{p#/proc/}}\"; fi; done",
+      shell_quote(needle));
+  auto result = run_checked(host, line, "looking for tagged processes");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return parse_pids(result->out);
+}
+
+std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const std::vector<int>& pids) {
+  std::vector<ProcessInfo> out;
+  if (pids.empty()) {
+    return out;
+  }
+  std::vector<std::string> ids;
+  for (int pid : pids) {
+    ids.push_back(std::to_string(pid));
+  }
+  auto result = run_checked(
+      host, fmt::format("ps -o pid=,ppid=,pgid=,comm=,args= -p {} 2>/dev/null; true", util::join(ids, ",")), "ps");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  std::istringstream in(result->out);
+  std::string row;
+  while (std::getline(in, row)) {
+    std::istringstream fields(row);
+    ProcessInfo info;
+    if (!(fields >> info.pid >> info.ppid >> info.pgid >> info.name)) {
+      continue;
+    }
+    std::getline(fields >> std::ws, info.args);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
+  // Listening sockets (state 0A) on the port, then the processes holding those inodes.
+  std::string line = fmt::format(
+      "inodes=$(awk 'NR>1 && $4==\"0A\" {{ split($2,a,\":\"); if (a[2]==\"{:04X}\") print $10 }}' "
+      "/proc/net/tcp /proc/net/tcp6 2>/dev/null); "
+      "for i in $inodes; do find /proc/[0-9]*/fd -lname \"socket:\\[$i\\]\" 2>/dev/null; done | cut -d/ -f3 | sort -un",
+      port);
+  auto result = run_checked(host, line, "looking for the port's holder");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return parse_pids(result->out);
+}
+
+} // namespace specctl::remote
