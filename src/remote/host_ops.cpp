@@ -13,6 +13,9 @@ namespace {
 
 using util::shell_quote;
 
+// Linux's PID_MAX_LIMIT.
+constexpr int k_max_pid = 4'194'304;
+
 // Writing the pid file is the detached shell's first act; this bounds the wait for it.
 constexpr const char* k_pid_wait_loop = "i=0; while [ ! -s \"$pidfile\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done";
 
@@ -151,10 +154,55 @@ std::expected<std::string, Error> read_file_from(Host& host, const std::string& 
   return std::move(result->out);
 }
 
+std::expected<ServerPoll, Error> poll_server(Host& host, const RunFiles& files, int pid, std::uint64_t log_offset,
+                                             std::size_t max_bytes) {
+  // The status follows the log bytes on a line of its own; the marker goes in as an
+  // argument because printf takes a format that starts with "--" for an option.
+  static constexpr std::string_view k_marker = "\n--specctl-status-- ";
+  std::string line = fmt::format("tail -c +{} {} 2>/dev/null | head -c {}; printf '\\n%s %s|%s\\n' '{}' "
+                                 "\"$(cat {} 2>/dev/null)\" \"$(ps -o stat= -p {} 2>/dev/null)\"",
+                                 log_offset + 1, shell_quote(files.log()), max_bytes, k_marker.substr(1, k_marker.size() - 2),
+                                 shell_quote(files.exit()), pid);
+  auto result = run_checked(host, line, "watching the server");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  // The log may contain anything, the marker included: the status is the last one.
+  const std::string& out = result->out;
+  auto at = out.rfind(k_marker);
+  if (at == std::string::npos) {
+    return std::unexpected(Error(fmt::format("{}: unexpected answer while watching the server", host.describe())));
+  }
+  ServerPoll poll;
+  poll.log_bytes = out.substr(0, at);
+  std::string status = out.substr(at + k_marker.size());
+  auto bar = status.find('|');
+  std::string code = status.substr(0, bar);
+  std::string state = bar == std::string::npos ? "" : status.substr(bar + 1);
+  auto digits = code.find_first_of("0123456789");
+  if (digits != std::string::npos) {
+    poll.exit_code = std::atoi(code.c_str() + digits);
+  }
+  auto first = state.find_first_not_of(" \t\n");
+  poll.alive = first != std::string::npos && state[first] != 'Z';
+  return poll;
+}
+
+std::expected<std::string, Error> tag_of(Host& host, int pid) {
+  auto result = run_checked(host,
+                            fmt::format("tr '\\0' '\\n' 2>/dev/null < /proc/{}/environ | sed -n 's/^{}=//p' | head -n 1",
+                                        pid, k_tag_variable),
+                            "reading a process's tag");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  return first_line(result->out);
+}
+
 std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string& tag) {
   std::string needle = std::string(k_tag_variable) + "=" + tag;
   std::string line = fmt::format(
-      "for p in /proc/[0-9]*; do if tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qxF {}; then "
+      "for p in /proc/[0-9]*; do if tr '\\0' '\\n' 2>/dev/null < \"$p/environ\" | grep -qxF {}; then "
       "echo \"${{p#/proc/}}\"; fi; done",
       shell_quote(needle));
   auto result = run_checked(host, line, "looking for tagged processes");
@@ -171,10 +219,16 @@ std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const st
   }
   std::vector<std::string> ids;
   for (int pid : pids) {
-    ids.push_back(std::to_string(pid));
+    // procps refuses the whole list when one pid is out of range.
+    if (pid > 0 && pid <= k_max_pid) {
+      ids.push_back(std::to_string(pid));
+    }
+  }
+  if (ids.empty()) {
+    return out;
   }
   auto result = run_checked(
-      host, fmt::format("ps -o pid=,ppid=,pgid=,comm=,args= -p {} 2>/dev/null; true", util::join(ids, ",")), "ps");
+      host, fmt::format("ps -o pid=,ppid=,pgid=,stat=,comm=,args= -p {} 2>/dev/null; true", util::join(ids, ",")), "ps");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -183,7 +237,7 @@ std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const st
   while (std::getline(in, row)) {
     std::istringstream fields(row);
     ProcessInfo info;
-    if (!(fields >> info.pid >> info.ppid >> info.pgid >> info.name)) {
+    if (!(fields >> info.pid >> info.ppid >> info.pgid >> info.state >> info.name)) {
       continue;
     }
     std::getline(fields >> std::ws, info.args);

@@ -54,12 +54,29 @@ struct ProcessInfo {
   int pid = 0;
   int ppid = 0;
   int pgid = 0;
+  // ps's STAT: "Z..." is a zombie, which is dead for every purpose of ours.
+  std::string state;
   std::string name;
   std::string args;
+
+  bool alive() const { return !state.empty() && state.front() != 'Z'; }
 };
 
 // What ps says about these pids; vanished pids are left out.
 std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const std::vector<int>& pids);
+
+// One round trip for a server being watched: new log bytes, its exit code if it
+// ended, and whether its process still lives (a zombie does not).
+struct ServerPoll {
+  std::string log_bytes;
+  std::optional<int> exit_code;
+  bool alive = false;
+};
+std::expected<ServerPoll, Error> poll_server(Host& host, const RunFiles& files, int pid, std::uint64_t log_offset,
+                                             std::size_t max_bytes);
+
+// The SPECCTL_TAG of a process, empty when it has none (it is not specctl's).
+std::expected<std::string, Error> tag_of(Host& host, int pid);
 
 // Pids holding a listening TCP socket on `port` (IPv4 or IPv6), from /proc.
 std::expected<std::vector<int>, Error> port_holders(Host& host, int port);

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <specctl/remote/host.hpp>
+#include <specctl/remote/host_ops.hpp>
+#include <specctl/server/render.hpp>
+#include <specctl/server/server_config.hpp>
+#include <specctl/util/reporter.hpp>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace specctl::server {
+
+// Where specctl keeps its servers' run directories on a host (pid, log, exit code, meta).
+// A shell word: "$HOME" is expanded on the host.
+inline constexpr const char* k_default_state_dir = "$HOME/.specctl/servers";
+
+// What the cleanup before a launch did and saw.
+struct CleanupReport {
+  // "stopped ...", "killed ...": every process touched, by pid and name.
+  std::vector<std::string> actions;
+  // Processes on our GPUs that the policy did not allow to touch.
+  std::vector<std::string> left_alone;
+  bool gpus_checked = false;
+};
+
+struct CleanupOptions {
+  std::string state_dir = k_default_state_dir;
+  // Only describe what would be done (specctl plan --probe).
+  bool dry_run = false;
+};
+
+// Gets a host ready for a server: stops specctl's earlier servers that would
+// collide (same port or GPUs), applies the cleanup policy to GPU processes, waits
+// for GPU memory to drop below the threshold, and makes sure the port is free.
+// Never touches a process the policy does not name.
+std::expected<CleanupReport, Error> cleanup_before_launch(remote::Host& host, const ServerConfig& config,
+                                                          const CleanupOptions& options, util::Reporter& reporter);
+
+struct RunningServer {
+  std::string tag;
+  remote::RunFiles files;
+  int pid = 0;
+  // Port on this machine that reaches the server (through the tunnel for SSH hosts).
+  int local_port = 0;
+  std::string base_url() const;
+};
+
+// Starts the server detached, tagged, logging to its run directory, and opens the tunnel.
+std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config,
+                                           const LaunchCommand& command, const std::string& tag,
+                                           const std::string& state_dir = k_default_state_dir);
+
+struct LoadReport {
+  util::Duration load_time{0};
+  // Milestones of the load (template log patterns) and when they appeared, from launch.
+  std::vector<std::pair<std::string, util::Duration>> milestones;
+  std::vector<std::string> log_tail;
+};
+
+// Waits until the server is ready: health answers 200 (and the template's ready line
+// appeared, if it has one). Fails within a poll when the process exits or a fatal line
+// appears; times out after health.timeout or health.stall without progress. Errors
+// quote the fatal line and the last log lines. `cancel` set from elsewhere stops it.
+std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningServer& server, const ServerConfig& config,
+                                            util::Reporter& reporter, const std::atomic<bool>* cancel = nullptr);
+
+struct TeardownReport {
+  // Workers that had left the process group and were killed by tag, by pid and name.
+  std::vector<std::string> escaped;
+  bool gpus_released = true;
+};
+
+// TERM the process group, grace, KILL; kill tagged workers that escaped the group,
+// naming each; then check that the GPUs are released.
+std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningServer& server,
+                                              const ServerConfig& config, util::Reporter& reporter);
+
+} // namespace specctl::server

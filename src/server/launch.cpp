@@ -1,0 +1,245 @@
+#include <specctl/server/lifecycle.hpp>
+
+#include "lifecycle_util.hpp"
+
+#include <specctl/http/get.hpp>
+#include <specctl/server/log_watch.hpp>
+#include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
+
+#include <fmt/format.h>
+
+namespace specctl::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Log bytes read per poll: a chatty load must not stall the loop, the rest comes next time.
+constexpr std::size_t k_log_chunk = 1024 * 1024;
+constexpr util::Duration k_health_request_timeout = std::chrono::seconds{5};
+constexpr util::Duration k_health_connect_timeout = std::chrono::seconds{2};
+
+std::string excerpt(const std::vector<std::string>& tail) {
+  if (tail.empty()) {
+    return "(the log is empty)";
+  }
+  std::string out = "last log lines:";
+  for (const auto& line : tail) {
+    out += "\n  | " + line;
+  }
+  return out;
+}
+
+util::Duration since(Clock::time_point start) {
+  return std::chrono::duration_cast<util::Duration>(Clock::now() - start);
+}
+
+} // namespace
+
+std::string RunningServer::base_url() const {
+  return fmt::format("http://127.0.0.1:{}", local_port);
+}
+
+std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config,
+                                           const LaunchCommand& command, const std::string& tag,
+                                           const std::string& state_dir) {
+  auto dir = detail::resolve_state_dir(host, state_dir);
+  if (!dir) {
+    return std::unexpected(dir.error());
+  }
+  RunningServer server;
+  server.tag = tag;
+  server.files = remote::RunFiles{*dir + "/" + tag};
+  std::string gpus = "all";
+  if (config.gpus) {
+    std::vector<std::string> ids;
+    for (int g : *config.gpus) {
+      ids.push_back(std::to_string(g));
+    }
+    gpus = util::join(ids, ",");
+  }
+  // Recorded so a later cleanup knows which earlier servers collide with a new one.
+  std::string meta = fmt::format("port={} gpus={}", config.port, gpus);
+  auto written = host.exec(fmt::format("mkdir -p {0} && printf '%s\\n' {1} > {0}/server.meta",
+                                       util::shell_quote(server.files.dir), util::shell_quote(meta)));
+  if (!written || written->exit_code != 0) {
+    return std::unexpected(written ? Error(fmt::format("{}: cannot create {}: {}", host.describe(), server.files.dir,
+                                                       written->err))
+                                   : written.error());
+  }
+  auto pid = remote::start_detached(host, {command.argv, command.env, server.files.dir, tag});
+  if (!pid) {
+    return std::unexpected(pid.error());
+  }
+  server.pid = *pid;
+  std::string target = config.listen == "0.0.0.0" || config.listen == "::" ? "127.0.0.1" : config.listen;
+  auto port = host.open_tunnel(target, config.port);
+  if (!port) {
+    return std::unexpected(port.error());
+  }
+  server.local_port = *port;
+  return server;
+}
+
+std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningServer& server, const ServerConfig& config,
+                                            util::Reporter& reporter, const std::atomic<bool>* cancel) {
+  const auto& tmpl = *config.tmpl;
+  LogMatcher matcher(tmpl.log);
+  LogLines lines;
+  LoadReport report;
+  auto start = Clock::now();
+  auto last_progress = start;
+  auto next_health = start;
+  bool ready_line = false;
+  bool needs_ready_line = !tmpl.log.ready.empty();
+  std::optional<double> percent;
+  std::optional<Clock::time_point> first_progress;
+  std::string url = server.base_url() + config.health.path.value_or(tmpl.health_path);
+  std::string label = fmt::format("{}: loading {}", host.describe(), server.tag);
+
+  auto fail = [&](std::string why, ErrorKind kind) {
+    report.log_tail = lines.tail();
+    return std::unexpected(Error(fmt::format("{}: {}\n{}", host.describe(), why, excerpt(report.log_tail)), kind));
+  };
+
+  while (true) {
+    if (cancel != nullptr && cancel->load()) {
+      return fail("interrupted while the server was loading", ErrorKind::interrupted);
+    }
+    auto poll = remote::poll_server(host, server.files, server.pid, lines.offset(), k_log_chunk);
+    if (!poll) {
+      return std::unexpected(poll.error());
+    }
+    if (!poll->log_bytes.empty()) {
+      last_progress = Clock::now();
+    }
+    for (const auto& line : lines.feed(poll->log_bytes)) {
+      auto facts = matcher.classify(line);
+      if (facts.fatal) {
+        return fail(fmt::format("the server failed while loading: {}", strip_ansi(line)), ErrorKind::failed);
+      }
+      ready_line = ready_line || facts.ready;
+      if (facts.milestone) {
+        report.milestones.emplace_back(*facts.milestone, since(start));
+      }
+      if (facts.progress && facts.progress->percent) {
+        percent = facts.progress->percent;
+        if (!first_progress) {
+          first_progress = Clock::now();
+        }
+        std::optional<std::chrono::seconds> eta;
+        double elapsed = std::chrono::duration<double>(Clock::now() - *first_progress).count();
+        if (*percent > 0 && *percent < 100 && elapsed > 0) {
+          eta = std::chrono::seconds(static_cast<long>(elapsed * (100.0 - *percent) / *percent));
+        }
+        reporter.progress(label, *percent, eta);
+      }
+    }
+    if (poll->exit_code || !poll->alive) {
+      // The process may have written its last lines just before it ended.
+      auto rest = remote::read_file_from(host, server.files.log(), lines.offset(), k_log_chunk);
+      if (rest) {
+        for (const auto& line : lines.feed(*rest)) {
+          if (matcher.classify(line).fatal) {
+            return fail(fmt::format("the server failed while loading: {}", strip_ansi(line)), ErrorKind::failed);
+          }
+        }
+      }
+      std::string how = poll->exit_code ? fmt::format("exited with code {}", *poll->exit_code) : "was killed";
+      return fail(fmt::format("the server {} while loading (after {})", how, util::format_duration(since(start))),
+                  ErrorKind::failed);
+    }
+    if (Clock::now() >= next_health) {
+      next_health = Clock::now() + config.health.interval;
+      auto response = http::get(url, {k_health_connect_timeout, k_health_request_timeout, {}, 4096});
+      if (response && response->status == 200 && (ready_line || !needs_ready_line)) {
+        report.load_time = since(start);
+        report.log_tail = lines.tail();
+        reporter.info(fmt::format("{}: {} ready after {}", host.describe(), server.tag,
+                                  util::format_duration(report.load_time)));
+        return report;
+      }
+    }
+    if (since(start) >= config.health.timeout) {
+      return fail(fmt::format("the server was not ready after {} (health.timeout)",
+                              util::format_duration(config.health.timeout)),
+                  ErrorKind::timed_out);
+    }
+    if (Clock::now() - last_progress >= config.health.stall) {
+      return fail(fmt::format("the load made no progress for {} (health.stall): no new log output",
+                              util::format_duration(config.health.stall)),
+                  ErrorKind::timed_out);
+    }
+    detail::sleep_for(std::min(detail::k_process_poll, config.health.interval), cancel);
+  }
+}
+
+std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningServer& server,
+                                              const ServerConfig& config, util::Reporter& reporter) {
+  TeardownReport report;
+  // Workers that left the group are found by tag before the group goes, while the tree is intact.
+  auto tagged = remote::find_tagged(host, server.tag);
+  auto group = remote::process_info(host, tagged ? *tagged : std::vector<int>{});
+  std::vector<int> escaped_before;
+  if (group) {
+    for (const auto& info : *group) {
+      if (info.pgid != server.pid) {
+        escaped_before.push_back(info.pid);
+      }
+    }
+  }
+  auto killed = detail::stop_server(host, server.pid, server.tag, config.cleanup.grace);
+  if (!killed) {
+    return std::unexpected(killed.error());
+  }
+  for (const auto& info : *killed) {
+    if (std::find(escaped_before.begin(), escaped_before.end(), info.pid) != escaped_before.end() ||
+        info.pgid != server.pid) {
+      report.escaped.push_back(detail::describe_process(info));
+    }
+  }
+  if (group) {
+    for (const auto& info : *group) {
+      if (info.pgid != server.pid && info.alive()) {
+        std::string name = detail::describe_process(info);
+        if (std::find(report.escaped.begin(), report.escaped.end(), name) == report.escaped.end()) {
+          report.escaped.push_back(name);
+        }
+      }
+    }
+  }
+  for (const auto& name : report.escaped) {
+    reporter.warning(fmt::format("{}: killed a worker that had left the server's process group: {}", host.describe(),
+                                 name));
+  }
+  host.exec(fmt::format("rm -f {}", util::shell_quote(server.files.pid())));
+
+  auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
+  if (!probe || probe->exit_code != 0) {
+    return report;
+  }
+  auto deadline = Clock::now() + config.cleanup.timeout;
+  while (true) {
+    auto snapshot = query_gpus(host, config.gpus);
+    if (!snapshot) {
+      return std::unexpected(snapshot.error());
+    }
+    bool busy = false;
+    for (const auto& gpu : snapshot->gpus) {
+      busy = busy || (gpu.used_mib && *gpu.used_mib >= config.cleanup.gpu_free_below_mib);
+    }
+    if (!busy) {
+      return report;
+    }
+    if (Clock::now() >= deadline) {
+      report.gpus_released = false;
+      reporter.warning(fmt::format("{}: GPUs still in use {} after stopping {}", host.describe(),
+                                   util::format_duration(config.cleanup.timeout), server.tag));
+      return report;
+    }
+    detail::sleep_for(detail::k_gpu_poll);
+  }
+}
+
+} // namespace specctl::server

@@ -1,0 +1,324 @@
+#include <doctest/doctest.h>
+
+#include <specctl/experiment/experiment.hpp>
+#include <specctl/remote/host_ops.hpp>
+#include <specctl/remote/local_host.hpp>
+#include <specctl/server/gpus.hpp>
+#include <specctl/server/lifecycle.hpp>
+#include <specctl/util/shell.hpp>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace specctl;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string k_bindir = std::string(SPECCTL_TEST_BINARY_DIR) + "/bin";
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A sandbox for one test: fake GPUs, a fake nvidia-smi first on PATH, specctl's
+// state directory, and a guard that kills every process the test started.
+struct SimSandbox {
+  fs::path dir;
+  std::string state_dir;
+  std::string old_path;
+  remote::LocalHost host;
+  int port = free_port();
+
+  SimSandbox() {
+    REQUIRE_MESSAGE(fs::exists(k_bindir + "/specsim"), "specsim is built with the project: " << k_bindir);
+    dir = fs::temp_directory_path() /
+          fmt::format("specctl-life-{}-{}", getpid(), std::chrono::steady_clock::now().time_since_epoch().count());
+    fs::create_directories(dir / "bin");
+    fs::create_directories(dir / "gpus");
+    fs::create_symlink(k_bindir + "/specsim", dir / "bin" / "nvidia-smi");
+    state_dir = (dir / "state").string();
+    old_path = std::getenv("PATH");
+    setenv("PATH", ((dir / "bin").string() + ":" + old_path).c_str(), 1);
+    setenv("SPECSIM_GPU_DIR", (dir / "gpus").c_str(), 1);
+    setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+  }
+
+  ~SimSandbox() {
+    // Everything specsim started registers in the GPU dir or carries our tags: kill it all.
+    host.exec(fmt::format("pkill -KILL -f -- '--sim-gpu-dir {0}|{0}' 2>/dev/null; true", (dir / "gpus").string()));
+    for (const auto& tag : tags) {
+      if (auto pids = remote::find_tagged(host, tag)) {
+        remote::signal_pids(host, *pids, SIGKILL);
+      }
+    }
+    kill_registered_workers();
+    setenv("PATH", old_path.c_str(), 1);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  void kill_registered_workers() {
+    auto snapshot = server::query_gpus(host, std::nullopt);
+    if (snapshot) {
+      std::vector<int> pids;
+      for (const auto& app : snapshot->apps) {
+        pids.push_back(app.pid);
+      }
+      remote::signal_pids(host, pids, SIGKILL);
+    }
+  }
+
+  // A server configuration through the real experiment loader and the specsim template.
+  server::ServerConfig config(const std::string& knobs, const std::string& extra = "") {
+    auto file = dir / "experiment.yaml";
+    std::ofstream(file) << fmt::format(R"(name: life
+server:
+  template: specsim
+  model: /models/sim
+  port: {}
+  knobs: {{tp: 2, sim_gpu_dir: {}, {}}}
+  health: {{timeout: 60s, interval: 200ms, stall: 20s}}
+  cleanup: {{grace: 2s, timeout: 10s}}
+{}
+variants: [{{name: v}}]
+benchmarks: [{{name: s, kind: single_stream}}]
+)",
+                                       port, (dir / "gpus").string(), knobs, extra);
+    util::Diagnostics diag;
+    auto e = experiment::load_experiment(file.string(), diag);
+    for (const auto& d : diag.items()) {
+      MESSAGE(d.str());
+    }
+    REQUIRE_FALSE(diag.has_errors());
+    return e.variants.at(0).server;
+  }
+
+  std::expected<server::RunningServer, Error> start(const server::ServerConfig& config, const std::string& tag) {
+    tags.push_back(tag);
+    return server::launch(host, config, server::render_launch(config, {k_bindir}), tag, state_dir);
+  }
+
+  std::vector<std::string> tags;
+};
+
+bool any_line_contains(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const auto& l) { return l.find(text) != std::string::npos; });
+}
+
+} // namespace
+
+TEST_CASE("lifecycle: launch, ready with progress, teardown frees the GPUs") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 2s");
+  util::RecordingReporter reporter;
+  auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+  CHECK(cleaned->gpus_checked);
+  CHECK(cleaned->actions.empty());
+
+  auto server = sb.start(config, "life-ready");
+  REQUIRE_MESSAGE(server, (server ? std::string() : std::string(server.error().what())));
+  auto loaded = server::wait_ready(sb.host, *server, config, reporter);
+  REQUIRE_MESSAGE(loaded, (loaded ? std::string() : std::string(loaded.error().what())));
+  CHECK(loaded->load_time >= 1s);
+  CHECK(any_line_contains(reporter.lines(), "loading life-ready: "));
+  CHECK(any_line_contains(reporter.lines(), "ready after"));
+  std::vector<std::string> names;
+  for (const auto& [name, at] : loaded->milestones) {
+    names.push_back(name);
+  }
+  CHECK(std::find(names.begin(), names.end(), "Load weight begin") != names.end());
+
+  // While it runs, its workers hold fake GPU memory.
+  auto busy = server::query_gpus(sb.host, std::nullopt);
+  REQUIRE(busy);
+  CHECK(busy->apps.size() == 2);
+
+  auto down = server::teardown(sb.host, *server, config, reporter);
+  REQUIRE_MESSAGE(down, (down ? std::string() : std::string(down.error().what())));
+  CHECK(down->gpus_released);
+  CHECK(down->escaped.empty());
+  CHECK(remote::find_tagged(sb.host, "life-ready").value().empty());
+  CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.empty());
+}
+
+TEST_CASE("lifecycle: a crash while loading fails in seconds with the log") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 3s, sim_fault: [crash-load]");
+  util::RecordingReporter reporter;
+  auto server = sb.start(config, "life-crash");
+  REQUIRE(server);
+  auto started = std::chrono::steady_clock::now();
+  auto loaded = server::wait_ready(sb.host, *server, config, reporter);
+  REQUIRE_FALSE(loaded);
+  CHECK(std::chrono::steady_clock::now() - started < 20s);
+  std::string message = loaded.error().what();
+  CHECK(loaded.error().kind() == ErrorKind::failed);
+  CHECK(message.find("last log lines:") != std::string::npos);
+  CHECK(message.find("Traceback") != std::string::npos);
+  CHECK(server::teardown(sb.host, *server, config, reporter));
+}
+
+TEST_CASE("lifecycle: the OOM line fails the load and is quoted") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 3s, sim_fault: [oom]");
+  util::RecordingReporter reporter;
+  auto server = sb.start(config, "life-oom");
+  REQUIRE(server);
+  auto loaded = server::wait_ready(sb.host, *server, config, reporter);
+  REQUIRE_FALSE(loaded);
+  std::string message = loaded.error().what();
+  CHECK(message.find("the server failed while loading: ") != std::string::npos);
+  CHECK(message.find("CUDA out of memory") != std::string::npos);
+  CHECK(server::teardown(sb.host, *server, config, reporter));
+  CHECK(remote::find_tagged(sb.host, "life-oom").value().empty());
+}
+
+TEST_CASE("lifecycle: a hung load trips the stall timeout") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 60s, sim_fault: ['hang:0.05']");
+  config.health.stall = 2s;
+  util::RecordingReporter reporter;
+  auto server = sb.start(config, "life-hang");
+  REQUIRE(server);
+  auto loaded = server::wait_ready(sb.host, *server, config, reporter);
+  REQUIRE_FALSE(loaded);
+  CHECK(loaded.error().kind() == ErrorKind::timed_out);
+  CHECK(std::string(loaded.error().what()).find("no progress for 2s") != std::string::npos);
+  CHECK(server::teardown(sb.host, *server, config, reporter));
+}
+
+TEST_CASE("lifecycle: a port taken by someone else is refused, naming the holder") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(config.port));
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  util::RecordingReporter reporter;
+  auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  ::close(fd);
+  REQUIRE_FALSE(cleaned);
+  CHECK(std::string(cleaned.error().what()) ==
+        fmt::format("local: port {} is already in use by pid {} ({}), which specctl did not start", config.port,
+                    getpid(), remote::process_info(sb.host, {getpid()}).value().at(0).args.substr(0, 80)));
+}
+
+TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed; others are left alone") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  // A server specctl did not start (no tag), whose workers outlive it the way SGLang's schedulers do.
+  auto argv = server::render_launch(sb.config("sim_load_time: 0.2s, sim_fault: [orphan-workers]"), {k_bindir}).argv;
+  auto started = sb.host.exec(fmt::format("setsid {} > {}/stray.log 2>&1 < /dev/null & echo $!",
+                                          util::shell_join(argv), sb.dir.string()));
+  REQUIRE(started);
+  int parent = std::atoi(started->out.c_str());
+  REQUIRE(parent > 1);
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (server::query_gpus(sb.host, std::nullopt).value().apps.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ::kill(parent, SIGKILL);
+  while (remote::is_alive(sb.host, parent).value() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  auto orphans = server::query_gpus(sb.host, std::nullopt);
+  REQUIRE(orphans);
+  REQUIRE(orphans->apps.size() == 2);
+  util::RecordingReporter reporter;
+
+  SUBCASE("outside the policy: reported, never killed") {
+    config.cleanup.allow = {"VLLM::*"};
+    config.cleanup.timeout = 2s;
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    REQUIRE_FALSE(cleaned);
+    CHECK(cleaned.error().kind() == ErrorKind::timed_out);
+    CHECK(std::string(cleaned.error().what()).find("sglang::scheduler_TP0") != std::string::npos);
+    CHECK(any_line_contains(reporter.lines(), "left alone pid"));
+    CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.size() == 2);
+  }
+  SUBCASE("named by the policy: killed, GPUs freed") {
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+    CHECK(cleaned->actions.size() == 2);
+    CHECK(any_line_contains(cleaned->actions, "kill pid"));
+    CHECK(any_line_contains(cleaned->actions, "sglang::scheduler_TP1"));
+    CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.empty());
+  }
+  SUBCASE("policy fail refuses, naming them") {
+    config.cleanup.policy = server::CleanupPolicy::fail;
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    REQUIRE_FALSE(cleaned);
+    CHECK(std::string(cleaned.error().what()).find("are in use (cleanup policy fail): pid") != std::string::npos);
+    CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.size() == 2);
+  }
+}
+
+TEST_CASE("lifecycle: our own server's escaped workers are stopped by tag") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s, sim_fault: [orphan-workers]");
+  util::RecordingReporter reporter;
+  auto server = sb.start(config, "life-escaped");
+  REQUIRE(server);
+  REQUIRE(server::wait_ready(sb.host, *server, config, reporter));
+  auto down = server::teardown(sb.host, *server, config, reporter);
+  REQUIRE_MESSAGE(down, (down ? std::string() : std::string(down.error().what())));
+  CHECK(down->escaped.size() == 2);
+  CHECK(any_line_contains(reporter.lines(), "left the server's process group"));
+  CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.empty());
+}
+
+TEST_CASE("lifecycle: an earlier server of ours on the same port is stopped before a launch") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  util::RecordingReporter reporter;
+  auto first = sb.start(config, "life-first");
+  REQUIRE(first);
+  REQUIRE(server::wait_ready(sb.host, *first, config, reporter));
+  auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+  REQUIRE(cleaned->actions.size() == 1);
+  CHECK(cleaned->actions[0].starts_with("stopped specctl's earlier server life-first"));
+  CHECK(remote::find_tagged(sb.host, "life-first").value().empty());
+}
+
+TEST_CASE("lifecycle: interrupting a load, then teardown, leaves nothing running") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 30s");
+  util::RecordingReporter reporter;
+  auto server = sb.start(config, "life-sigint");
+  REQUIRE(server);
+  std::atomic<bool> cancel{false};
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(1s);
+    cancel = true;
+  });
+  auto loaded = server::wait_ready(sb.host, *server, config, reporter, &cancel);
+  interrupter.join();
+  REQUIRE_FALSE(loaded);
+  CHECK(loaded.error().kind() == ErrorKind::interrupted);
+  REQUIRE(server::teardown(sb.host, *server, config, reporter));
+  CHECK(remote::find_tagged(sb.host, "life-sigint").value().empty());
+  CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.empty());
+}
