@@ -1,9 +1,13 @@
 #include "commands.hpp"
 
+#include <specctl/experiment/connect.hpp>
 #include <specctl/experiment/plan.hpp>
+#include <specctl/server/lifecycle.hpp>
 #include <specctl/util/error.hpp>
 
+#include <fmt/format.h>
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace specctl::cli {
@@ -13,7 +17,46 @@ namespace {
 struct PlanOptions {
   std::string file;
   bool json = false;
+  bool probe = false;
 };
+
+// Connects to each variant's host and shows what its cleanup would do, touching nothing.
+int probe(const experiment::Experiment& e) {
+  std::map<std::string, std::unique_ptr<remote::Host>> hosts;
+  util::StderrReporter reporter;
+  int code = k_exit_ok;
+  std::cout << "\nprobe (nothing is changed):\n";
+  for (const auto& variant : e.variants) {
+    const auto& spec = e.hosts.at(variant.server.host);
+    auto& host = hosts[spec.name];
+    if (!host) {
+      auto connected = experiment::connect_host(spec);
+      if (!connected) {
+        std::cout << fmt::format("  [{}] {}: {}\n", variant.name, spec.name, connected.error().what());
+        code = k_exit_failures;
+        continue;
+      }
+      host = std::move(*connected);
+    }
+    auto report = server::cleanup_before_launch(*host, variant.server, {.dry_run = true}, reporter);
+    if (!report) {
+      std::cout << fmt::format("  [{}] {}: {}\n", variant.name, host->describe(), report.error().what());
+      code = k_exit_failures;
+      continue;
+    }
+    if (report->actions.empty() && report->left_alone.empty()) {
+      std::cout << fmt::format("  [{}] {}: nothing to clean up{}\n", variant.name, host->describe(),
+                               report->gpus_checked ? "" : " (no nvidia-smi: GPUs not checked)");
+    }
+    for (const auto& action : report->actions) {
+      std::cout << fmt::format("  [{}] {}: {}\n", variant.name, host->describe(), action);
+    }
+    for (const auto& left : report->left_alone) {
+      std::cout << fmt::format("  [{}] {}: left alone: {}\n", variant.name, host->describe(), left);
+    }
+  }
+  return code;
+}
 
 } // namespace
 
@@ -21,6 +64,8 @@ Action setup_plan(CLI::App& command) {
   auto options = std::make_shared<PlanOptions>();
   command.add_option("FILE", options->file, "Experiment file")->required();
   command.add_flag("--json", options->json, "Print the plan as JSON");
+  command.add_flag("--probe", options->probe,
+                   "Also connect to each host and show what cleanup would do there (kills nothing)");
   command.footer("Touches no host: it shows the exact command lines, environment, cleanup and benchmarks of every "
                  "variant, in run order, and an upper bound of the sweep's wall time.");
   return [options] {
@@ -34,7 +79,7 @@ Action setup_plan(CLI::App& command) {
     } else {
       std::cout << experiment::format_plan(plan);
     }
-    return k_exit_ok;
+    return options->probe ? probe(*experiment) : k_exit_ok;
   };
 }
 

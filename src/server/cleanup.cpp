@@ -318,8 +318,12 @@ std::expected<void, Error> free_port(remote::Host& host, const ServerConfig& con
     }
     std::string who = info->empty() ? fmt::format("pid {}", pid) : describe_process(info->front());
     if (tag->empty()) {
-      return std::unexpected(Error(fmt::format("{}: port {} is already in use by {}, which specctl did not start",
-                                               host.describe(), config.port, who)));
+      std::string why = fmt::format("port {} is already in use by {}, which specctl did not start", config.port, who);
+      if (options.dry_run) {
+        report.left_alone.push_back(why + ": the launch would be refused");
+        continue;
+      }
+      return std::unexpected(Error(fmt::format("{}: {}", host.describe(), why)));
     }
     if (options.dry_run) {
       report.actions.push_back(fmt::format("would stop {} (specctl's {}) holding port {}", who, *tag, config.port));

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs specctl as a user would and checks exit codes and exact output.
-# Usage: cli_test.sh PATH_TO_SPECCTL   (from the source directory)
+# Usage: cli_test.sh PATH_TO_SPECCTL PATH_TO_SPECSIM   (from the source directory)
 set -u
 specctl="$1"
+specsim="$2"
 passed=0
 failed=0
 tmp=$(mktemp -d)
@@ -101,6 +102,21 @@ fi
 expect plan-bad 2 "$specctl" plan tests/data/bad/several_errors.yaml
 same plan-bad-err "$tmp/err" "$(cat tests/data/bad/several_errors.expected)"
 same plan-bad-no-stdout "$tmp/out" ""
+
+# --probe connects to the host (here: this machine, with specsim's fake nvidia-smi) and changes nothing.
+mkdir -p "$tmp/bin" "$tmp/gpus"
+ln -s "$specsim" "$tmp/bin/nvidia-smi"
+expect plan-probe 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
+contains plan-probe-clean "$tmp/out" "[baseline] local: nothing to clean up"
+# A foreign listener on the quickstart's port is reported, not touched.
+if command -v python3 >/dev/null; then
+  python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 31000)); s.listen(1); time.sleep(20)' &
+  holder=$!
+  for _ in $(seq 50); do grep -q ":7918 " /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
+  expect plan-probe-port 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
+  contains plan-probe-port-holder "$tmp/out" "left alone: port 31000 is already in use by pid $holder"
+  kill "$holder" 2>/dev/null
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

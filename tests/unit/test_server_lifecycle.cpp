@@ -220,9 +220,10 @@ TEST_CASE("lifecycle: a port taken by someone else is refused, naming the holder
   auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
   ::close(fd);
   REQUIRE_FALSE(cleaned);
-  CHECK(std::string(cleaned.error().what()) ==
-        fmt::format("local: port {} is already in use by pid {} ({}), which specctl did not start", config.port,
-                    getpid(), remote::process_info(sb.host, {getpid()}).value().at(0).args.substr(0, 80)));
+  std::string message = cleaned.error().what();
+  CHECK(message.starts_with(fmt::format("local: port {} is already in use by pid {} (", config.port, getpid())));
+  CHECK(message.find("specctl_unit_tests") != std::string::npos);
+  CHECK(message.ends_with("), which specctl did not start"));
 }
 
 TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed; others are left alone") {
