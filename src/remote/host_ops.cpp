@@ -4,6 +4,9 @@
 #include <specctl/util/text.hpp>
 
 #include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <fmt/format.h>
 #include <sstream>
 
@@ -258,6 +261,69 @@ std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
     return std::unexpected(result.error());
   }
   return parse_pids(result->out);
+}
+
+std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path) {
+  constexpr util::Duration k_copy_timeout = std::chrono::minutes{5};
+  auto result = host.exec(fmt::format("cat {}", shell_quote(remote_path)), k_copy_timeout);
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  if (result->timed_out || result->exit_code != 0) {
+    return std::unexpected(Error(fmt::format("{}: cannot copy {}: {}", host.describe(), remote_path,
+                                             result->timed_out ? "timed out" : first_line(result->err))));
+  }
+  std::string temp = local_path + ".part";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(result->out.data(), static_cast<std::streamsize>(result->out.size()));
+    if (!out.flush()) {
+      return std::unexpected(Error(fmt::format("cannot write {}", temp)));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, local_path, ec);
+  if (ec) {
+    return std::unexpected(Error(fmt::format("cannot write {}: {}", local_path, ec.message())));
+  }
+  return {};
+}
+
+std::expected<HostFacts, Error> host_facts(Host& host) {
+  auto result = run_checked(
+      host,
+      "hostname; uname -r; df -Pm \"$HOME\" 2>/dev/null | awk 'NR==2 {print $4}'; "
+      "if command -v nvidia-smi >/dev/null 2>&1; then "
+      "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; "
+      "nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\\([0-9.]*\\).*/cuda \\1/p'; fi",
+      "reading host facts");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  HostFacts facts;
+  std::istringstream in(result->out);
+  std::getline(in, facts.hostname);
+  std::getline(in, facts.kernel);
+  std::string disk;
+  std::getline(in, disk);
+  if (auto mib = parse_pids(disk); !mib.empty()) {
+    facts.free_disk_mib = static_cast<std::uint64_t>(mib.front());
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("cuda ")) {
+      facts.cuda = line.substr(5);
+      continue;
+    }
+    auto comma = line.rfind(',');
+    if (comma == std::string::npos) {
+      continue;
+    }
+    facts.gpus.push_back(line.substr(0, comma));
+    auto driver = line.substr(comma + 1);
+    facts.driver = driver.substr(driver.find_first_not_of(' '));
+  }
+  return facts;
 }
 
 } // namespace specctl::remote

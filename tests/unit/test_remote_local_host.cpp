@@ -157,3 +157,29 @@ TEST_CASE("port holders") {
   CHECK(*holders == std::vector<int>{getpid()});
   CHECK(port_holders(host, port).value().empty());
 }
+
+TEST_CASE("copy back and host facts") {
+  LocalHost host;
+  TempDir dir;
+  auto source = dir.path / "source.log";
+  std::string content(300'000, 'q');
+  content += "\nend it's done\n";
+  std::ofstream(source, std::ios::binary) << content;
+  auto target = dir.path / "copy.log";
+  REQUIRE(copy_back(host, source.string(), target.string()));
+  std::ifstream in(target, std::ios::binary);
+  std::string copied((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(copied == content);
+  CHECK_FALSE(fs::exists(target.string() + ".part"));
+  auto missing = copy_back(host, (dir.path / "nope").string(), target.string());
+  REQUIRE_FALSE(missing);
+  CHECK(std::string(missing.error().what()).starts_with("local: cannot copy "));
+
+  auto facts = host_facts(host);
+  REQUIRE(facts);
+  char name[256] = {};
+  ::gethostname(name, sizeof name);
+  CHECK(facts->hostname == name);
+  CHECK_FALSE(facts->kernel.empty());
+  CHECK(facts->free_disk_mib.has_value());
+}

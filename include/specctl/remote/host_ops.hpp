@@ -81,4 +81,21 @@ std::expected<std::string, Error> tag_of(Host& host, int pid);
 // Pids holding a listening TCP socket on `port` (IPv4 or IPv6), from /proc.
 std::expected<std::vector<int>, Error> port_holders(Host& host, int port);
 
+// Copies a file from the host to this machine (atomically: temp file, then rename).
+std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path);
+
+// What a result needs to say where it was measured.
+struct HostFacts {
+  std::string hostname;
+  std::string kernel;
+  // nvidia-smi's name and driver of each GPU, one entry per GPU; empty without nvidia-smi.
+  std::vector<std::string> gpus;
+  std::string driver;
+  std::string cuda;
+  // Free space where the server runs (the home directory), in MiB.
+  std::optional<std::uint64_t> free_disk_mib;
+};
+
+std::expected<HostFacts, Error> host_facts(Host& host);
+
 } // namespace specctl::remote
