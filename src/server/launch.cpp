@@ -19,6 +19,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t k_log_chunk = 1024 * 1024;
 constexpr util::Duration k_health_request_timeout = std::chrono::seconds{5};
 constexpr util::Duration k_health_connect_timeout = std::chrono::seconds{2};
+constexpr int k_max_failed_polls = 5;
 
 std::string excerpt(const std::vector<std::string>& tail) {
   if (tail.empty()) {
@@ -92,6 +93,7 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
   auto last_progress = start;
   auto next_health = start;
   bool ready_line = false;
+  int failed_polls = 0;
   bool needs_ready_line = !tmpl.log.ready.empty();
   std::optional<double> percent;
   std::optional<Clock::time_point> first_progress;
@@ -109,8 +111,16 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
     }
     auto poll = remote::poll_server(host, server.files, server.pid, lines.offset(), k_log_chunk);
     if (!poll) {
-      return std::unexpected(poll.error());
+      // Watching is read-only, so a poll lost with a dropped connection is simply asked again
+      // (the SSH host reconnects underneath); only a host that stays unreachable ends the wait.
+      if (poll.error().kind() == ErrorKind::interrupted || ++failed_polls > k_max_failed_polls) {
+        return std::unexpected(poll.error());
+      }
+      reporter.warning(fmt::format("{} (retrying)", poll.error().what()));
+      detail::sleep_for(detail::k_process_poll, cancel);
+      continue;
     }
+    failed_polls = 0;
     if (!poll->log_bytes.empty()) {
       last_progress = Clock::now();
     }
@@ -178,36 +188,23 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
 std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningServer& server,
                                               const ServerConfig& config, util::Reporter& reporter) {
   TeardownReport report;
-  // Workers that left the group are found by tag before the group goes, while the tree is intact.
+  // Workers that left the process group are found by tag while the tree is intact, and named.
   auto tagged = remote::find_tagged(host, server.tag);
-  auto group = remote::process_info(host, tagged ? *tagged : std::vector<int>{});
-  std::vector<int> escaped_before;
-  if (group) {
-    for (const auto& info : *group) {
-      if (info.pgid != server.pid) {
-        escaped_before.push_back(info.pid);
-      }
-    }
+  if (!tagged) {
+    return std::unexpected(tagged.error());
   }
-  auto killed = detail::stop_server(host, server.pid, server.tag, config.cleanup.grace);
-  if (!killed) {
-    return std::unexpected(killed.error());
+  auto members = detail::living(host, *tagged);
+  if (!members) {
+    return std::unexpected(members.error());
   }
-  for (const auto& info : *killed) {
-    if (std::find(escaped_before.begin(), escaped_before.end(), info.pid) != escaped_before.end() ||
-        info.pgid != server.pid) {
+  for (const auto& info : *members) {
+    if (info.pgid != server.pid) {
       report.escaped.push_back(detail::describe_process(info));
     }
   }
-  if (group) {
-    for (const auto& info : *group) {
-      if (info.pgid != server.pid && info.alive()) {
-        std::string name = detail::describe_process(info);
-        if (std::find(report.escaped.begin(), report.escaped.end(), name) == report.escaped.end()) {
-          report.escaped.push_back(name);
-        }
-      }
-    }
+  auto stopped = detail::stop_server(host, server.pid, server.tag, config.cleanup.grace);
+  if (!stopped) {
+    return std::unexpected(stopped.error());
   }
   for (const auto& name : report.escaped) {
     reporter.warning(fmt::format("{}: killed a worker that had left the server's process group: {}", host.describe(),
