@@ -1,0 +1,116 @@
+#pragma once
+
+#include <specctl/sim/perf_model.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace specctl::sim {
+
+using RequestId = std::uint64_t;
+
+// Tokens a request gained at the end of a step.
+struct Emission {
+  RequestId id = 0;
+  int tokens = 0;
+  bool first = false;
+  bool finished = false;
+  double arrival_s = 0.0;
+};
+
+// A finished request's timeline in model seconds.
+struct CompletedRequest {
+  RequestId id = 0;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  double arrival_s = 0.0;
+  double first_token_s = 0.0;
+  double finish_s = 0.0;
+};
+
+enum class StepKind { idle, prefill, decode };
+
+struct StepResult {
+  StepKind kind = StepKind::idle;
+  double duration_s = 0.0;
+  int batch = 0;
+  int prefill_tokens = 0;
+  int tokens = 0;
+  // Request-verify passes of a speculative step (accept length = tokens / this).
+  int verify_passes = 0;
+  int running_before = 0;
+  int running_after = 0;
+  int waiting_after = 0;
+  std::vector<Emission> emissions{};
+  std::vector<CompletedRequest> completed{};
+};
+
+// The scheduler's core without a clock: it forms batches the way SGLang does
+// (prefill first, FIFO, a chunked-prefill token budget, a running limit),
+// prices each step with the PerfModel and advances every running request.
+// Driven by the real-time Scheduler in the server and by a virtual clock in
+// simulate_wave(), so calibration can be checked exactly and quickly.
+class BatchEngine {
+public:
+  BatchEngine(PerfModel model, std::uint64_t seed);
+
+  const PerfModel& model() const { return m_model; }
+
+  // not_before_s delays the request's prefill (the slow-first-token fault).
+  void add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s);
+  bool cancel(RequestId id);
+
+  // Plans and prices one step starting at now_s; its emissions take effect at
+  // now_s + duration_s. An idle result means nothing can run at now_s.
+  StepResult step(double now_s);
+
+  // When an idle engine has delayed requests, the model time they become due.
+  std::optional<double> next_wakeup_s() const;
+
+  int running() const { return static_cast<int>(m_running.size()); }
+  int waiting() const { return static_cast<int>(m_waiting.size()); }
+  // KV-cache tokens held by running requests (prompt + generated).
+  long kv_tokens() const;
+
+private:
+  struct Entry {
+    RequestId id = 0;
+    int prompt_tokens = 0;
+    int target_tokens = 0;
+    int generated = 0;
+    double arrival_s = 0.0;
+    double not_before_s = 0.0;
+    double first_token_s = 0.0;
+    double accept_phase = 0.0;
+    long verify_passes = 0;
+  };
+
+  StepResult prefill(double now_s);
+  StepResult decode(double now_s);
+  int draw_accept_length(Entry& entry);
+  static CompletedRequest completed(const Entry& entry, double finish_s);
+
+  PerfModel m_model;
+  std::mt19937_64 m_rng;
+  std::deque<Entry> m_waiting;
+  std::vector<Entry> m_running;
+};
+
+// A closed batch of `concurrency` identical requests, all sent at once, run in
+// virtual time: what a benchmark client would measure from an ideal server.
+struct WaveResult {
+  double duration_s = 0.0;
+  long completion_tokens = 0;
+  double output_tok_s = 0.0;      // completion tokens / duration
+  double per_request_tok_s = 0.0; // mean of tokens / end-to-end latency
+  double mean_ttft_s = 0.0;
+  double mean_accept_length = 1.0;
+};
+
+WaveResult simulate_wave(const PerfModel& model, int concurrency, int prompt_tokens, int max_tokens,
+                         std::uint64_t seed = 0);
+
+} // namespace specctl::sim

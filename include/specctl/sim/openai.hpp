@@ -1,0 +1,77 @@
+#pragma once
+
+#include <specctl/sim/batch_engine.hpp>
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace specctl::sim {
+
+enum class Endpoint { completions, chat };
+enum class FinishReason { length, stop };
+
+// A validated POST /v1/completions or /v1/chat/completions body.
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model{}; // echoed back, as SGLang does
+  bool stream = false;
+  bool include_usage = false;
+  bool ignore_eos = false;
+  int max_tokens = 16;
+  int prompt_tokens = 1;
+  // Tokens the simulated model produces: max_tokens, or fewer when it "meets
+  // EOS" first (only without ignore_eos), and why it stops.
+  int target_tokens = 16;
+  FinishReason finish_reason = FinishReason::length;
+};
+
+// Parses a request body. The error is the message of a 400 answer.
+std::expected<GenerationRequest, std::string> parse_generation_request(Endpoint endpoint, std::string_view body,
+                                                                       std::string_view served_model, int context_len);
+
+// Roughly four characters a token, as a tokenizer-free stand-in.
+int approximate_tokens(std::string_view text);
+
+// The response id of a request: 32 hex digits, like SGLang's.
+std::string response_id(RequestId id);
+
+// Appends `text` as a JSON string literal (quotes included).
+void append_json_string(std::string& out, std::string_view text);
+
+// Appends the text of tokens [first, first + count) of a response: a
+// deterministic stream of words, each token one word with its leading space.
+void append_token_text(std::string& out, std::uint64_t seed, long first, int count);
+
+// The OpenAI error body SGLang sends: {"object":"error","message":...}.
+std::string error_body(int code, std::string_view type, std::string_view message);
+
+// Formats one response's server-sent events in the exact shapes of
+// REFERENCE.md. The constant head of every event is rendered once, so a
+// token event costs a few appends (the flood profile needs that).
+class ChunkFormatter {
+public:
+  ChunkFormatter(Endpoint endpoint, std::string_view id, long created, std::string_view model, std::uint64_t text_seed);
+
+  // Chat only: the first chunk, carrying just the assistant role.
+  void append_role(std::string& out) const;
+  // One event carrying tokens [first, first + count); a finish reason on the last.
+  void append_tokens(std::string& out, long first, int count, std::optional<FinishReason> finish) const;
+  // The include_usage chunk: "choices": [] and the token counts.
+  void append_usage(std::string& out, int prompt_tokens, int completion_tokens) const;
+  static void append_done(std::string& out);
+
+  // The whole non-streaming response body.
+  std::string full_response(int prompt_tokens, int completion_tokens, FinishReason finish) const;
+
+private:
+  Endpoint m_endpoint;
+  std::uint64_t m_text_seed;
+  std::string m_head;      // {"id":...,"object":...,"created":...,"model":...,
+  std::string m_token_pre; // "choices":[{"index":0,"text":"  (or "delta":{"content":")
+  std::string m_token_mid; // ","logprobs":null,"finish_reason":  (or "},"logprobs"...)
+};
+
+} // namespace specctl::sim

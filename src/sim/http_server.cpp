@@ -1,0 +1,155 @@
+#include "http_session.hpp"
+
+#include <specctl/sim/openai.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <fmt/format.h>
+
+namespace specctl::sim {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// Pending connections the kernel queues for us (a 1000-stream benchmark connects at once).
+constexpr int k_listen_backlog = 4096;
+
+std::error_code to_std(const boost::system::error_code& error) {
+  return std::error_code(error.value(), std::system_category());
+}
+
+} // namespace
+
+HttpServer::HttpServer(net::io_context& io, ServerContext& context) : m_io(io), m_acceptor(io), m_context(context) {}
+
+std::expected<void, std::error_code> HttpServer::listen(const std::string& host, int port) {
+  boost::system::error_code error;
+  auto address = net::ip::make_address(host, error);
+  if (error) {
+    tcp::resolver resolver(m_io);
+    const auto results = resolver.resolve(host, std::to_string(port), error);
+    if (error || results.empty()) {
+      return std::unexpected(error ? to_std(error) : std::make_error_code(std::errc::address_not_available));
+    }
+    address = results.begin()->endpoint().address();
+  }
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  m_acceptor.open(endpoint.protocol(), error);
+  if (!error) {
+    m_acceptor.set_option(tcp::acceptor::reuse_address(true), error);
+  }
+  if (!error) {
+    m_acceptor.bind(endpoint, error);
+  }
+  if (!error) {
+    m_acceptor.listen(k_listen_backlog, error);
+  }
+  if (error) {
+    boost::system::error_code ignored;
+    m_acceptor.close(ignored);
+    return std::unexpected(to_std(error));
+  }
+  return {};
+}
+
+void HttpServer::start() {
+  accept();
+}
+
+void HttpServer::stop() {
+  boost::system::error_code ignored;
+  m_acceptor.close(ignored);
+}
+
+void HttpServer::accept() {
+  m_acceptor.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+    if (error == net::error::operation_aborted || !m_acceptor.is_open()) {
+      return;
+    }
+    if (!error) {
+      std::make_shared<Session>(std::move(socket), m_context)->start();
+    } else {
+      m_context.log->uvicorn(LogLevel::warning, fmt::format("accept failed: {}", error.message()));
+    }
+    accept();
+  });
+}
+
+std::string models_body(const ServerContext& context) {
+  nlohmann::ordered_json model{{"id", context.served_model},   {"object", "model"},
+                               {"created", context.created},   {"owned_by", "sglang"},
+                               {"root", context.served_model}, {"max_model_len", context.model->profile().context_len}};
+  return nlohmann::ordered_json{{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}}.dump();
+}
+
+std::string model_info_body(const ServerContext& context) {
+  return nlohmann::ordered_json{{"model_path", context.served_model},
+                                {"tokenizer_path", context.served_model},
+                                {"is_generation", true},
+                                {"preferred_sampling_params", nullptr},
+                                {"weight_version", "default"},
+                                {"has_image_understanding", false},
+                                {"has_audio_understanding", false},
+                                {"model_type", "kimi_k2"},
+                                {"architectures", {context.model->profile().architecture}}}
+      .dump();
+}
+
+std::string server_info_body(const ServerContext& context) {
+  const auto& args = context.options->server;
+  const auto& variant = context.model->variant();
+  nlohmann::ordered_json info{
+      {"model_path", args.model_path},
+      {"host", args.host},
+      {"port", args.port},
+      {"tp_size", args.tp_size},
+      {"disable_cuda_graph", args.disable_cuda_graph},
+      {"cuda_graph_max_bs", variant.cuda_graph_max_bs},
+      {"disable_custom_all_reduce", args.disable_custom_all_reduce},
+      {"enable_flashinfer_allreduce_fusion", args.enable_flashinfer_allreduce_fusion},
+      {"attention_backend", args.attention_backend.empty() ? "flashinfer" : args.attention_backend},
+      {"mem_fraction_static", variant.mem_fraction_static},
+      {"max_total_num_tokens", context.kv_capacity_tokens},
+      {"max_running_requests", context.model->profile().max_running_requests},
+      {"context_length", context.model->profile().context_len}};
+  if (variant.spec) {
+    info["speculative_algorithm"] = spec_algorithm_name(variant.spec->algorithm);
+    info["speculative_draft_model_path"] = args.speculative_draft_model_path;
+    info["speculative_num_steps"] = variant.spec->steps;
+    info["speculative_eagle_topk"] = variant.spec->topk;
+    info["speculative_num_draft_tokens"] = variant.spec->draft_tokens;
+  } else {
+    info["speculative_algorithm"] = nullptr;
+  }
+  info["internal_states"] = nlohmann::ordered_json::array({nlohmann::ordered_json{
+      {"avg_spec_accept_length", context.stats->spec_accept_length},
+      {"last_gen_throughput", context.stats->gen_throughput},
+  }});
+  info["version"] = fmt::format("{} (specsim, profile {})", SPECCTL_VERSION, context.model->profile().name);
+  return info.dump();
+}
+
+std::string sim_requests_body(const ServerContext& context) {
+  nlohmann::ordered_json requests = nlohmann::ordered_json::array();
+  if (context.scheduler != nullptr) {
+    for (const auto& done : context.scheduler->recent()) {
+      requests.push_back(nlohmann::ordered_json{{"id", response_id(done.id)},
+                                                {"prompt_tokens", done.prompt_tokens},
+                                                {"completion_tokens", done.completion_tokens},
+                                                {"arrival_s", done.arrival_s},
+                                                {"first_token_s", done.first_token_s},
+                                                {"finish_s", done.finish_s}});
+    }
+  }
+  return nlohmann::ordered_json{{"profile", context.model->profile().name},
+                                {"speed", context.options->sim.speed},
+                                {"model_time_s", context.scheduler ? context.scheduler->model_now_s() : 0.0},
+                                {"requests", requests}}
+      .dump();
+}
+
+} // namespace specctl::sim

@@ -1,0 +1,384 @@
+#include "http_session.hpp"
+
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <ctime>
+
+namespace specctl::sim {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// A keep-alive connection with no request for this long is closed.
+constexpr std::chrono::seconds k_idle_timeout{60};
+// A client that takes no bytes for this long is dropped.
+constexpr std::chrono::seconds k_write_timeout{120};
+constexpr std::uint64_t k_body_limit = 16 * 1024 * 1024;
+// The flood profile formats this much per write: few syscalls, bounded memory.
+constexpr std::size_t k_flood_batch_bytes = 128 * 1024;
+
+std::string http_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[64];
+  std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  return text;
+}
+
+std::string_view path_of(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+} // namespace
+
+Session::Session(tcp::socket socket, ServerContext& context) : m_stream(std::move(socket)), m_context(context) {
+  boost::system::error_code ignored;
+  m_stream.socket().set_option(tcp::no_delay(true), ignored);
+  const auto peer = m_stream.socket().remote_endpoint(ignored);
+  m_peer = fmt::format("{}:{}", peer.address().to_string(), peer.port());
+}
+
+void Session::start() {
+  read_request();
+}
+
+void Session::read_request() {
+  m_parser.emplace();
+  m_parser->body_limit(k_body_limit);
+  m_stream.expires_after(k_idle_timeout);
+  http::async_read(
+      m_stream, m_buffer, *m_parser,
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) { self->on_read(error); });
+}
+
+void Session::on_read(const boost::system::error_code& error) {
+  if (error) {
+    close();
+    return;
+  }
+  m_stream.expires_never();
+  const auto& request = m_parser->get();
+  m_keep_alive = request.keep_alive();
+  m_version = request.version();
+  m_method = std::string(request.method_string());
+  m_target = std::string(request.target());
+  dispatch();
+}
+
+void Session::dispatch() {
+  const auto path = path_of(m_target);
+  const auto method = m_parser->get().method();
+  const auto get_only = [&](auto&& answer) {
+    if (method != http::verb::get) {
+      send_simple(405, R"({"detail":"Method Not Allowed"})", "application/json");
+    } else {
+      answer();
+    }
+  };
+  const auto post_only = [&](Endpoint endpoint) {
+    if (method != http::verb::post) {
+      send_simple(405, R"({"detail":"Method Not Allowed"})", "application/json");
+    } else {
+      handle_generation(endpoint);
+    }
+  };
+  if (path == "/health") {
+    get_only([&] { send_simple(m_context.ready ? 200 : 503, "", "text/plain; charset=utf-8"); });
+  } else if (path == "/health_generate") {
+    get_only([&] { handle_health_generate(); });
+  } else if (path == "/v1/models") {
+    get_only([&] { send_simple(200, models_body(m_context), "application/json"); });
+  } else if (path == "/get_model_info") {
+    get_only([&] { send_simple(200, model_info_body(m_context), "application/json"); });
+  } else if (path == "/get_server_info" || path == "/server_info") {
+    get_only([&] { send_simple(200, server_info_body(m_context), "application/json"); });
+  } else if (path == "/metrics" && m_context.options->server.enable_metrics) {
+    get_only([&] {
+      send_simple(200, render_metrics(*m_context.stats, m_context.served_model, m_context.model->speculative()),
+                  "text/plain; version=0.0.4; charset=utf-8");
+    });
+  } else if (path == "/sim/requests") {
+    get_only([&] { send_simple(200, sim_requests_body(m_context), "application/json"); });
+  } else if (path == "/v1/completions") {
+    post_only(Endpoint::completions);
+  } else if (path == "/v1/chat/completions") {
+    post_only(Endpoint::chat);
+  } else {
+    send_simple(404, R"({"detail":"Not Found"})", "application/json");
+  }
+}
+
+void Session::access_log(unsigned status) {
+  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  m_context.log->uvicorn(LogLevel::info,
+                         fmt::format("{} - \"{} {} HTTP/{}.{}\" {} {}", m_peer, m_method, m_target, m_version / 10,
+                                     m_version % 10, status, std::string_view(reason.data(), reason.size())),
+                         UvicornStream::out);
+}
+
+void Session::send_simple(unsigned status, std::string body, std::string_view content_type) {
+  auto response = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), m_version);
+  response->set(http::field::date, http_date());
+  response->set(http::field::server, "uvicorn");
+  response->set(http::field::content_type, content_type);
+  response->keep_alive(m_keep_alive);
+  response->body() = std::move(body);
+  response->prepare_payload();
+  access_log(status);
+  m_stream.expires_after(k_write_timeout);
+  http::async_write(m_stream, *response,
+                    [self = shared_from_this(), response](const boost::system::error_code& error, std::size_t) {
+                      self->after_response(error);
+                    });
+}
+
+void Session::after_response(const boost::system::error_code& error) {
+  m_generation.reset();
+  if (error || !m_keep_alive) {
+    close();
+    return;
+  }
+  read_request();
+}
+
+void Session::close() {
+  boost::system::error_code ignored;
+  m_stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  m_stream.close();
+}
+
+void Session::handle_health_generate() {
+  if (!m_context.ready) {
+    send_simple(503, "", "text/plain; charset=utf-8");
+    return;
+  }
+  if (m_context.scheduler == nullptr) {
+    send_simple(200, "", "text/plain; charset=utf-8");
+    return;
+  }
+  const RequestId id = m_context.next_request_id++;
+  m_generation.emplace(Generation{.kind = Kind::health,
+                                  .id = id,
+                                  .request = GenerationRequest{},
+                                  .format = ChunkFormatter(Endpoint::completions, "", 0, "", 0)});
+  // SGLang's /health_generate runs a one-token generation through the scheduler.
+  m_context.scheduler->submit(id, 4, 1, std::chrono::milliseconds{0}, shared_from_this());
+}
+
+void Session::handle_generation(Endpoint endpoint) {
+  auto parsed = parse_generation_request(endpoint, m_parser->get().body(), m_context.served_model,
+                                         m_context.model->profile().context_len);
+  if (!parsed) {
+    send_simple(400, error_body(400, "BadRequestError", parsed.error()), "application/json");
+    return;
+  }
+  m_context.generation_requests += 1;
+  if (m_context.http_500.next()) {
+    send_simple(
+        500, error_body(500, "InternalServerError", "Internal server error (staged by specsim --sim-fault http-500)"),
+        "application/json");
+    return;
+  }
+  const RequestId id = m_context.next_request_id++;
+  const long created = static_cast<long>(std::time(nullptr));
+  const std::string response = response_id(id);
+  const bool stream = parsed->stream;
+  ChunkFormatter format(endpoint, response, created, parsed->model, id);
+  Generation generation{.kind = stream ? Kind::stream : Kind::whole,
+                        .id = id,
+                        .request = std::move(*parsed),
+                        .format = std::move(format)};
+  generation.flood = m_context.scheduler == nullptr;
+  generation.dying = m_context.die_after && m_context.generation_requests > *m_context.die_after;
+  if (stream && m_context.cut_stream.next()) {
+    generation.cut = true;
+    generation.cut_after = generation.request.target_tokens / 2;
+  }
+  m_generation.emplace(std::move(generation));
+  auto& g = *m_generation;
+  if (g.flood) {
+    // No scheduler: account for the request here and produce every token now.
+    m_context.stats->requests_total += 1;
+    m_context.stats->prompt_tokens_total += g.request.prompt_tokens;
+    m_context.stats->generation_tokens_total += g.request.target_tokens;
+    g.known = g.request.target_tokens;
+    if (g.kind == Kind::whole) {
+      if (g.dying) {
+        m_context.die();
+      }
+      send_simple(200,
+                  g.format.full_response(g.request.prompt_tokens, g.request.target_tokens, g.request.finish_reason),
+                  "application/json");
+      return;
+    }
+  } else {
+    m_context.scheduler->submit(id, g.request.prompt_tokens, g.request.target_tokens, m_context.first_token_delay,
+                                shared_from_this());
+  }
+  if (g.kind == Kind::stream) {
+    access_log(200);
+    // Headers (and the chat role chunk) go out at once, before any token.
+    pump();
+  }
+}
+
+void Session::on_tokens(int tokens, bool finished) {
+  if (!m_generation) {
+    return;
+  }
+  auto& g = *m_generation;
+  g.known += tokens;
+  if (g.kind == Kind::health) {
+    if (finished) {
+      send_simple(200, "", "text/plain; charset=utf-8");
+    }
+    return;
+  }
+  if (g.kind == Kind::whole) {
+    if (g.dying && g.known * 2 >= g.request.target_tokens) {
+      m_context.die();
+    }
+    if (finished) {
+      send_simple(200,
+                  g.format.full_response(g.request.prompt_tokens, static_cast<int>(g.known), g.request.finish_reason),
+                  "application/json");
+    }
+    return;
+  }
+  g.pending.push_back(tokens);
+  pump();
+}
+
+void Session::format_events(Generation& g, bool& cut_now) {
+  const long target = g.request.target_tokens;
+  const auto emit = [&](int count) {
+    if (g.cut && g.emitted >= g.cut_after) {
+      cut_now = true;
+      return;
+    }
+    const bool last = g.emitted + count >= target;
+    const auto finish = last ? std::optional(g.request.finish_reason) : std::nullopt;
+    if (m_context.garbled.next()) {
+      std::string event;
+      g.format.append_tokens(event, g.emitted, count, finish);
+      // Half an event: the JSON breaks off mid-object, the framing stays intact.
+      m_payload.append(event, 0, event.size() / 2);
+      m_payload += "\n\n";
+    } else {
+      g.format.append_tokens(m_payload, g.emitted, count, finish);
+    }
+    g.emitted += count;
+  };
+  if (g.flood) {
+    while (!cut_now && g.emitted < target && m_payload.size() < k_flood_batch_bytes) {
+      emit(1);
+    }
+    return;
+  }
+  for (int count : g.pending) {
+    if (cut_now) {
+      break;
+    }
+    emit(count);
+  }
+  g.pending.clear();
+}
+
+void Session::pump() {
+  if (m_writing || !m_generation || m_generation->kind != Kind::stream) {
+    return;
+  }
+  auto& g = *m_generation;
+  m_head.clear();
+  m_payload.clear();
+  m_tail.clear();
+  if (!g.header_sent) {
+    m_head = fmt::format("HTTP/{}.{} 200 OK\r\ndate: {}\r\nserver: uvicorn\r\ncontent-type: text/event-stream; "
+                         "charset=utf-8\r\n{}{}\r\n",
+                         m_version / 10, m_version % 10, http_date(), chunked() ? "transfer-encoding: chunked\r\n" : "",
+                         m_keep_alive && chunked() ? "" : "connection: close\r\n");
+    g.header_sent = true;
+  }
+  if (g.request.endpoint == Endpoint::chat && !g.role_sent) {
+    g.format.append_role(m_payload);
+    g.role_sent = true;
+  }
+  bool cut_now = false;
+  format_events(g, cut_now);
+  bool complete = false;
+  if (cut_now) {
+    // The cut-stream fault: the response ends cleanly, without usage or [DONE].
+    complete = true;
+    m_keep_alive = false;
+    if (m_context.scheduler != nullptr) {
+      m_context.scheduler->cancel(g.id);
+    }
+  } else if (g.emitted >= g.request.target_tokens) {
+    if (g.request.include_usage) {
+      g.format.append_usage(m_payload, g.request.prompt_tokens, static_cast<int>(g.emitted));
+    }
+    ChunkFormatter::append_done(m_payload);
+    complete = true;
+  }
+  if (chunked()) {
+    if (!m_payload.empty()) {
+      m_head += fmt::format("{:x}\r\n", m_payload.size());
+      m_tail = "\r\n";
+    }
+    if (complete) {
+      m_tail += "0\r\n\r\n";
+    }
+  }
+  if (m_head.empty() && m_payload.empty() && m_tail.empty()) {
+    return;
+  }
+  m_writing = true;
+  m_complete = complete;
+  const std::array<net::const_buffer, 3> buffers{net::buffer(m_head), net::buffer(m_payload), net::buffer(m_tail)};
+  m_stream.expires_after(k_write_timeout);
+  net::async_write(m_stream, buffers, [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+    self->on_stream_written(error);
+  });
+}
+
+void Session::on_stream_written(const boost::system::error_code& error) {
+  m_writing = false;
+  if (error) {
+    abort_generation();
+    return;
+  }
+  m_stream.expires_never();
+  auto& g = *m_generation;
+  if (g.dying && g.emitted * 2 >= g.request.target_tokens) {
+    m_context.die();
+  }
+  if (m_complete) {
+    m_generation.reset();
+    if (m_keep_alive && chunked()) {
+      read_request();
+    } else {
+      close();
+    }
+    return;
+  }
+  pump();
+}
+
+void Session::abort_generation() {
+  if (m_generation && m_context.scheduler != nullptr) {
+    m_context.scheduler->cancel(m_generation->id);
+  }
+  m_generation.reset();
+  close();
+}
+
+} // namespace specctl::sim

@@ -1,0 +1,269 @@
+#include <specctl/sim/loader.hpp>
+
+#include <fmt/format.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+namespace specctl::sim {
+namespace {
+
+constexpr double k_gib_per_mib = 1.0 / 1024.0;
+constexpr double k_bytes_per_gib = 1024.0 * 1024.0 * 1024.0;
+// Memory a CUDA context and NCCL take before any weight arrives.
+constexpr double k_context_gib = 0.53;
+// CUDA graphs for every captured batch size.
+constexpr double k_graph_gib = 1.21;
+// The largest share of the static memory budget weights are shown to take.
+constexpr double k_max_weights_share = 0.9;
+
+// Shares of the load time, as a 14-minute Kimi-K2.5 load spends it.
+constexpr double k_init_share = 0.03;
+constexpr double k_weights_share = 0.80;
+constexpr double k_draft_share = 0.04;
+constexpr double k_kv_share = 0.03;
+constexpr double k_graph_share = 0.10;
+
+constexpr std::string_view k_bar = "Loading safetensors checkpoint shards";
+
+struct Event {
+  double at = 0.0; // fraction of the load time
+  std::function<void()> action;
+};
+
+long to_mib(double gib) {
+  return std::lround(gib * 1024.0);
+}
+
+// Everything after the first line of a Python traceback, without prefixes.
+constexpr std::string_view k_load_traceback =
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2764, in "
+    "run_scheduler_process\n"
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/tp_worker.py\", line 95, in __init__\n"
+    "    self.model_runner = ModelRunner(\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py\", line 321, in "
+    "load_model\n"
+    "    self.model = get_model(model_config=self.model_config, load_config=self.load_config)\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/model_loader/loader.py\", line 421, in "
+    "load_weights_and_postprocess\n"
+    "    model.load_weights(weights)\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/models/deepseek_v2.py\", line 2710, in "
+    "load_weights\n"
+    "    weight_loader(param, loaded_weight)";
+
+constexpr std::string_view k_oom_traceback =
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2764, in "
+    "run_scheduler_process\n"
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py\", line 1702, in "
+    "init_memory_pool\n"
+    "    self.token_to_kv_pool = MLATokenToKVPool(\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/mem_cache/memory_pool.py\", line 812, in "
+    "_create_buffers\n"
+    "    torch.zeros((size + page_size, 1, kv_lora_rank + qk_rope_head_dim), dtype=self.store_dtype, "
+    "device=device)";
+
+constexpr std::string_view k_serving_traceback =
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2770, in "
+    "run_scheduler_process\n"
+    "    scheduler.event_loop_normal()\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 1012, in "
+    "event_loop_normal\n"
+    "    result = self.run_batch(batch)\n"
+    "  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 1871, in run_batch\n"
+    "    logits_output, next_token_ids, can_run_cuda_graph = self.tp_worker.forward_batch_generation(";
+
+[[noreturn]] void hang_forever() {
+  for (;;) {
+    ::pause();
+  }
+}
+
+} // namespace
+
+MemoryPlan plan_memory(const PerfModel& model, const GpuConfig& gpus) {
+  const auto& profile = model.profile();
+  const auto& variant = model.variant();
+  MemoryPlan plan;
+  plan.total_gib = static_cast<double>(gpus.memory_total_mib) * k_gib_per_mib;
+  plan.context_gib = k_context_gib;
+  const double budget = variant.mem_fraction_static * plan.total_gib;
+  // Memory is not a limit here: weights too big for the GPU (a small tp) are
+  // shown as filling most of the static budget instead of failing like SGLang.
+  plan.weights_gib = std::min(profile.weights_gib / variant.tp, k_max_weights_share * budget);
+  plan.draft_gib = variant.spec ? profile.draft_weights_gib / variant.tp : 0.0;
+  plan.graph_gib = variant.cuda_graph ? k_graph_gib : 0.0;
+  const double fixed = plan.context_gib + plan.weights_gib + plan.draft_gib;
+  plan.kv_gib = std::max(0.0, budget - fixed);
+  // A tiny KV pool still serves requests: capacity only shows in "token usage".
+  plan.kv_tokens = std::max(100'000L, static_cast<long>(plan.kv_gib * k_bytes_per_gib / profile.kv_bytes_per_token));
+  return plan;
+}
+
+void log_scheduler_crash(const Log& log, CrashSite site, std::string_view exception_line) {
+  log.scheduler(LogLevel::error, "Scheduler hit an exception: Traceback (most recent call last):");
+  log.raw(site == CrashSite::loading ? k_load_traceback : k_serving_traceback);
+  log.raw(exception_line);
+  log.raw("");
+  log.main(LogLevel::error, "Received sigquit from a child process. It usually means the child failed.");
+}
+
+std::optional<int> run_load(const Options& options, const PerfModel& model, const MemoryPlan& memory, const Log& log,
+                            WorkerPool& workers) {
+  const auto& profile = model.profile();
+  const auto& variant = model.variant();
+  const int tp = variant.tp;
+  const bool spec = variant.spec.has_value();
+  const bool graphs = variant.cuda_graph;
+  const double load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
+  const double weights_share = k_weights_share + (spec ? 0.0 : k_draft_share) + (graphs ? 0.0 : k_graph_share);
+  const double weights_start = k_init_share;
+  const double weights_end = weights_start + weights_share;
+  const double draft_end = weights_end + (spec ? k_draft_share : 0.0);
+  const double kv_end = draft_end + k_kv_share;
+
+  const auto avail = [&](double used_gib) { return memory.total_gib - used_gib; };
+  const auto each_rank = [&](const std::function<std::string(int)>& line) {
+    for (int rank = 0; rank < tp; ++rank) {
+      log.scheduler(LogLevel::info, line(rank), rank);
+    }
+  };
+
+  std::vector<Event> events;
+  events.push_back({0.0, [&] {
+                      each_rank([](int) { return std::string("Init torch distributed begin."); });
+                      workers.set_used_mib(to_mib(memory.context_gib));
+                    }});
+  events.push_back({weights_start, [&] {
+                      each_rank([&](int) {
+                        return fmt::format("Init torch distributed ends. mem usage={:.2f} GB", memory.context_gib);
+                      });
+                      each_rank([&](int) {
+                        return fmt::format("Load weight begin. avail mem={:.2f} GB", avail(memory.context_gib));
+                      });
+                      log.raw(progress_line(k_bar, 0, profile.weight_shards, 0.0));
+                    }});
+  for (int shard = 1; shard <= profile.weight_shards; ++shard) {
+    const double at = weights_start + weights_share * shard / profile.weight_shards;
+    events.push_back({at, [&, shard, at] {
+                        log.raw(progress_line(k_bar, shard, profile.weight_shards, (at - weights_start) * load_s));
+                        workers.set_used_mib(
+                            to_mib(memory.context_gib + memory.weights_gib * shard / profile.weight_shards));
+                      }});
+  }
+  events.push_back({weights_end, [&] {
+                      each_rank([&](int) {
+                        return fmt::format("Load weight end. type={}, dtype=torch.bfloat16, avail mem={:.2f} GB, "
+                                           "mem usage={:.2f} GB.",
+                                           profile.architecture, avail(memory.context_gib + memory.weights_gib),
+                                           memory.weights_gib);
+                      });
+                    }});
+  if (spec) {
+    events.push_back({weights_end, [&] {
+                        const double used = memory.context_gib + memory.weights_gib;
+                        each_rank(
+                            [&](int) { return fmt::format("Load weight begin. avail mem={:.2f} GB", avail(used)); });
+                        log.raw(progress_line(k_bar, 0, profile.draft_shards, 0.0));
+                      }});
+    events.push_back({draft_end, [&] {
+                        const double used = memory.context_gib + memory.weights_gib + memory.draft_gib;
+                        log.raw(progress_line(k_bar, profile.draft_shards, profile.draft_shards,
+                                              (draft_end - weights_end) * load_s));
+                        each_rank([&](int) {
+                          return fmt::format("Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
+                                             "avail mem={:.2f} GB, mem usage={:.2f} GB.",
+                                             avail(used), memory.draft_gib);
+                        });
+                        workers.set_used_mib(to_mib(used));
+                      }});
+  }
+  events.push_back({kv_end, [&] {
+                      const double used = memory.context_gib + memory.weights_gib + memory.draft_gib + memory.kv_gib;
+                      each_rank([&](int) {
+                        return fmt::format("KV Cache is allocated. #tokens: {}, KV size: {:.2f} GB", memory.kv_tokens,
+                                           memory.kv_gib);
+                      });
+                      each_rank([&](int) { return fmt::format("Memory pool end. avail mem={:.2f} GB", avail(used)); });
+                      workers.set_used_mib(to_mib(used));
+                      if (graphs) {
+                        each_rank([&](int) {
+                          return fmt::format("Capture cuda graph begin. This can take up to several minutes. avail "
+                                             "mem={:.2f} GB",
+                                             avail(used));
+                        });
+                      }
+                    }});
+  events.push_back({1.0, [&] {
+                      if (graphs) {
+                        each_rank([&](int) {
+                          return fmt::format("Capture cuda graph end. Time elapsed: {:.2f} s. mem usage={:.2f} GB. "
+                                             "avail mem={:.2f} GB.",
+                                             k_graph_share * load_s, memory.graph_gib, avail(memory.used_gib()));
+                        });
+                      }
+                      workers.set_used_mib(to_mib(memory.used_gib()));
+                      log.scheduler(LogLevel::info,
+                                    fmt::format("max_total_num_tokens={}, chunked_prefill_size={}, "
+                                                "max_prefill_tokens=16384, max_running_requests={}, context_len={}, "
+                                                "available_gpu_mem={:.2f} GB",
+                                                memory.kv_tokens, profile.chunked_prefill_tokens,
+                                                profile.max_running_requests, profile.context_len,
+                                                avail(memory.used_gib())));
+                    }});
+
+  const Fault* fault = options.sim.faults.find(FaultKind::crash_load);
+  for (FaultKind kind : {FaultKind::oom, FaultKind::hang}) {
+    const Fault* other = options.sim.faults.find(kind);
+    if (other != nullptr && (fault == nullptr || other->fraction < fault->fraction)) {
+      fault = other;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto wait_until = [&](double fraction) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                              std::chrono::duration<double>(fraction * load_s)));
+  };
+  const auto strike = [&]() -> int {
+    wait_until(fault->fraction);
+    if (fault->kind == FaultKind::hang) {
+      hang_forever();
+    }
+    if (fault->kind == FaultKind::oom) {
+      log.scheduler(LogLevel::error, "Scheduler hit an exception: Traceback (most recent call last):");
+      log.raw(k_oom_traceback);
+      log.raw(fmt::format("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                          "capacity of {:.2f} GiB of which 1.05 GiB is free. Including non-PyTorch memory, this "
+                          "process has {:.2f} GiB memory in use. Of the allocated memory {:.2f} GiB is allocated by "
+                          "PyTorch, and 312.45 MiB is reserved by PyTorch but unallocated.",
+                          memory.total_gib, memory.total_gib - 1.05, memory.total_gib - 1.5));
+      log.raw("");
+      log.main(LogLevel::error, "Received sigquit from a child process. It usually means the child failed.");
+      return 1;
+    }
+    log_scheduler_crash(log, CrashSite::loading,
+                        "RuntimeError: shape mismatch: value tensor of shape [7168, 2048] cannot be broadcast "
+                        "to indexing result of shape [7168, 4096]");
+    return 1;
+  };
+  std::ranges::stable_sort(events, {}, &Event::at);
+  for (const auto& event : events) {
+    if (fault != nullptr && fault->fraction < event.at) {
+      return strike();
+    }
+    wait_until(event.at);
+    event.action();
+  }
+  if (fault != nullptr) {
+    return strike();
+  }
+  return std::nullopt;
+}
+
+} // namespace specctl::sim

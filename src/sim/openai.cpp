@@ -1,0 +1,326 @@
+#include <specctl/sim/openai.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+
+namespace specctl::sim {
+namespace {
+
+// 64 plain words: no character needs JSON escaping, so token text is copied as is.
+constexpr std::array<std::string_view, 64> k_words{
+    " the",   " model",  " of",      " attention", " a",      " token", " and",     " is",      " to",       " in",
+    " each",  " layer",  " with",    " GPU",       " that",   " for",   " we",      " compute", " its",      " weights",
+    " as",    " on",     " memory",  " by",        " this",   " batch", " kernel",  " from",    " are",      " cache",
+    " be",    " at",     " gravity", " tree",      " insert", " node",  " market",  " price",   " equation", " space",
+    " time",  " curve",  " wave",    " key",       " value",  " root",  " economy", " labor",   ",",         ".",
+    " which", " when",   " more",    " than",      " one",    " two",   " first",   " then",    " so",       " it",
+    " data",  " system", " result",  " order",
+};
+constexpr std::uint64_t k_word_mask = k_words.size() - 1;
+// An odd stride walks all 64 words before repeating.
+constexpr std::uint64_t k_word_stride = 37;
+
+// Outputs stop at EOS somewhere in [64, 1024) tokens unless ignore_eos.
+constexpr int k_min_natural_tokens = 64;
+constexpr int k_natural_token_span = 960;
+// OpenAI's default for /v1/completions.
+constexpr int k_default_completion_tokens = 16;
+// Chat templates add a few tokens around every message.
+constexpr int k_tokens_per_message = 4;
+constexpr int k_tokens_per_chat = 3;
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string_view finish_text(std::optional<FinishReason> finish) {
+  if (!finish) {
+    return "null";
+  }
+  return *finish == FinishReason::length ? "\"length\"" : "\"stop\"";
+}
+
+struct PromptInfo {
+  int tokens = 0;
+  std::uint64_t hash = 0;
+};
+
+std::expected<PromptInfo, std::string> completion_prompt(const nlohmann::json& body) {
+  if (!body.contains("prompt")) {
+    return std::unexpected("field \"prompt\" is required");
+  }
+  const auto& prompt = body["prompt"];
+  if (prompt.is_string()) {
+    const auto& text = prompt.get_ref<const std::string&>();
+    return PromptInfo{approximate_tokens(text), fnv1a(text)};
+  }
+  if (prompt.is_array() && !prompt.empty() && prompt.front().is_number_integer()) {
+    return PromptInfo{static_cast<int>(prompt.size()), fnv1a(prompt.dump())};
+  }
+  if (prompt.is_array() && prompt.size() == 1 && prompt.front().is_string()) {
+    const auto& text = prompt.front().get_ref<const std::string&>();
+    return PromptInfo{approximate_tokens(text), fnv1a(text)};
+  }
+  if (prompt.is_array() && prompt.size() > 1) {
+    return std::unexpected("specsim serves one prompt per request; send a batch as separate requests");
+  }
+  return std::unexpected("field \"prompt\" must be a string, a list of token ids or a list of one string");
+}
+
+std::expected<PromptInfo, std::string> chat_prompt(const nlohmann::json& body) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    return std::unexpected("field \"messages\" must be a non-empty list");
+  }
+  PromptInfo info{k_tokens_per_chat, 0};
+  std::string all_text;
+  for (const auto& message : body["messages"]) {
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
+      return std::unexpected("every message needs a \"role\"");
+    }
+    info.tokens += k_tokens_per_message;
+    const auto content = message.value("content", nlohmann::json());
+    if (content.is_string()) {
+      all_text += content.get_ref<const std::string&>();
+    } else if (content.is_array()) {
+      for (const auto& part : content) {
+        if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
+          all_text += part["text"].get_ref<const std::string&>();
+        }
+      }
+    } else if (!content.is_null()) {
+      return std::unexpected("message \"content\" must be a string or a list of parts");
+    }
+  }
+  info.tokens += all_text.empty() ? 0 : approximate_tokens(all_text);
+  info.hash = fnv1a(all_text);
+  return info;
+}
+
+std::expected<int, std::string> optional_int(const nlohmann::json& body, const char* key) {
+  if (!body.contains(key) || body[key].is_null()) {
+    return -1;
+  }
+  if (!body[key].is_number_integer()) {
+    return std::unexpected(fmt::format("field \"{}\" must be an integer", key));
+  }
+  const auto value = body[key].get<long long>();
+  if (value < 1 || value > 1'000'000'000) {
+    return std::unexpected(fmt::format("field \"{}\" must be at least 1, got {}", key, value));
+  }
+  return static_cast<int>(value);
+}
+
+} // namespace
+
+int approximate_tokens(std::string_view text) {
+  return std::max(1, static_cast<int>((text.size() + 3) / 4));
+}
+
+std::string response_id(RequestId id) {
+  // Salted so ids do not repeat the fake GPU UUIDs, which use the same mixer.
+  constexpr std::uint64_t k_salt = 0x5bd1e9955bd1e995ULL;
+  return fmt::format("{:016x}{:016x}", mix(id ^ k_salt), mix(~id ^ k_salt));
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20) {
+      out += fmt::format("\\u{:04x}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void append_token_text(std::string& out, std::uint64_t seed, long first, int count) {
+  std::uint64_t index = seed + static_cast<std::uint64_t>(first) * k_word_stride;
+  for (int i = 0; i < count; ++i) {
+    out += k_words[index & k_word_mask];
+    index += k_word_stride;
+  }
+}
+
+std::string error_body(int code, std::string_view type, std::string_view message) {
+  std::string out = "{\"object\":\"error\",\"message\":";
+  append_json_string(out, message);
+  out += ",\"type\":";
+  append_json_string(out, type);
+  out += fmt::format(",\"param\":null,\"code\":{}}}", code);
+  return out;
+}
+
+std::expected<GenerationRequest, std::string> parse_generation_request(Endpoint endpoint, std::string_view body,
+                                                                       std::string_view served_model, int context_len) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception& error) {
+    return std::unexpected(fmt::format("the body is not valid JSON: {}", error.what()));
+  }
+  if (!json.is_object()) {
+    return std::unexpected("the body must be a JSON object");
+  }
+  GenerationRequest request{.endpoint = endpoint};
+  request.model = json.contains("model") && json["model"].is_string() ? json["model"].get<std::string>()
+                                                                      : std::string(served_model);
+  const auto flag = [&](const nlohmann::json& object, const char* key) -> std::expected<bool, std::string> {
+    if (!object.contains(key) || object[key].is_null()) {
+      return false;
+    }
+    if (!object[key].is_boolean()) {
+      return std::unexpected(fmt::format("field \"{}\" must be true or false", key));
+    }
+    return object[key].get<bool>();
+  };
+  auto stream = flag(json, "stream");
+  auto ignore_eos = flag(json, "ignore_eos");
+  if (!stream || !ignore_eos) {
+    return std::unexpected(!stream ? stream.error() : ignore_eos.error());
+  }
+  request.stream = *stream;
+  request.ignore_eos = *ignore_eos;
+  if (json.contains("stream_options") && json["stream_options"].is_object()) {
+    auto usage = flag(json["stream_options"], "include_usage");
+    if (!usage) {
+      return std::unexpected(usage.error());
+    }
+    request.include_usage = *usage;
+  }
+  if (json.contains("n") && json["n"] != 1) {
+    return std::unexpected("specsim supports n = 1 only");
+  }
+  auto prompt = endpoint == Endpoint::completions ? completion_prompt(json) : chat_prompt(json);
+  if (!prompt) {
+    return std::unexpected(prompt.error());
+  }
+  request.prompt_tokens = prompt->tokens;
+
+  auto max_tokens = optional_int(json, "max_tokens");
+  if (!max_tokens) {
+    return std::unexpected(max_tokens.error());
+  }
+  if (endpoint == Endpoint::chat && *max_tokens < 0) {
+    max_tokens = optional_int(json, "max_completion_tokens");
+    if (!max_tokens) {
+      return std::unexpected(max_tokens.error());
+    }
+  }
+  const int room = context_len - request.prompt_tokens;
+  if (room < 1) {
+    return std::unexpected(fmt::format("The input ({} tokens) is longer than the model's context length ({} tokens).",
+                                       request.prompt_tokens, context_len));
+  }
+  if (*max_tokens > room) {
+    return std::unexpected(fmt::format("Requested token count exceeds the model's maximum context length of {} "
+                                       "tokens. You requested a total of {} tokens: {} tokens from the input "
+                                       "messages and {} tokens for the completion.",
+                                       context_len, request.prompt_tokens + *max_tokens, request.prompt_tokens,
+                                       *max_tokens));
+  }
+  // Without max_tokens chat runs to EOS (or the context); completions stop at 16.
+  const int limit = *max_tokens > 0                     ? *max_tokens
+                    : endpoint == Endpoint::completions ? k_default_completion_tokens
+                                                        : room;
+  request.max_tokens = limit;
+  const int natural = k_min_natural_tokens + static_cast<int>(mix(prompt->hash) % k_natural_token_span);
+  if (!request.ignore_eos && natural < limit) {
+    request.target_tokens = natural;
+    request.finish_reason = FinishReason::stop;
+  } else {
+    request.target_tokens = limit;
+    request.finish_reason = FinishReason::length;
+  }
+  return request;
+}
+
+ChunkFormatter::ChunkFormatter(Endpoint endpoint, std::string_view id, long created, std::string_view model,
+                               std::uint64_t text_seed)
+    : m_endpoint(endpoint), m_text_seed(text_seed) {
+  m_head = "{\"id\":";
+  append_json_string(m_head, id);
+  m_head +=
+      endpoint == Endpoint::completions ? ",\"object\":\"text_completion\"" : ",\"object\":\"chat.completion.chunk\"";
+  m_head += fmt::format(",\"created\":{},\"model\":", created);
+  append_json_string(m_head, model);
+  m_head += ',';
+  m_token_pre = endpoint == Endpoint::completions ? "\"choices\":[{\"index\":0,\"text\":\""
+                                                  : "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"";
+  m_token_mid = endpoint == Endpoint::completions ? "\",\"logprobs\":null,\"finish_reason\":"
+                                                  : "\"},\"logprobs\":null,\"finish_reason\":";
+}
+
+void ChunkFormatter::append_role(std::string& out) const {
+  out += "data: ";
+  out += m_head;
+  out += "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+         "\"finish_reason\":null}]}\n\n";
+}
+
+void ChunkFormatter::append_tokens(std::string& out, long first, int count, std::optional<FinishReason> finish) const {
+  out += "data: ";
+  out += m_head;
+  out += m_token_pre;
+  append_token_text(out, m_text_seed, first, count);
+  out += m_token_mid;
+  out += finish_text(finish);
+  out += "}]}\n\n";
+}
+
+void ChunkFormatter::append_usage(std::string& out, int prompt_tokens, int completion_tokens) const {
+  out += "data: ";
+  out += m_head;
+  out += fmt::format("\"choices\":[],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}}}"
+                     "\n\n",
+                     prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+}
+
+void ChunkFormatter::append_done(std::string& out) {
+  out += "data: [DONE]\n\n";
+}
+
+std::string ChunkFormatter::full_response(int prompt_tokens, int completion_tokens, FinishReason finish) const {
+  std::string out = m_head;
+  if (m_endpoint == Endpoint::chat) {
+    // The streaming head says chat.completion.chunk; a whole answer is a chat.completion.
+    const auto at = out.find("chat.completion.chunk");
+    out.replace(at, std::string_view("chat.completion.chunk").size(), "chat.completion");
+    out += "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"";
+  } else {
+    out += "\"choices\":[{\"index\":0,\"text\":\"";
+  }
+  append_token_text(out, m_text_seed, 0, completion_tokens);
+  out += m_endpoint == Endpoint::chat ? "\"},\"logprobs\":null,\"finish_reason\":"
+                                      : "\",\"logprobs\":null,\"finish_reason\":";
+  out += finish_text(finish);
+  out += fmt::format("}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}}}",
+                     prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+  return out;
+}
+
+} // namespace specctl::sim
