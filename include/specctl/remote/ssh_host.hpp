@@ -1,0 +1,108 @@
+#pragma once
+
+#include <specctl/remote/host.hpp>
+
+#include <chrono>
+#include <expected>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace specctl::remote {
+
+// What to do with a host key that known_hosts does not vouch for. A key that
+// differs from the recorded one is refused under every policy.
+enum class HostKeyPolicy {
+  strict,     // unknown keys are refused (OpenSSH StrictHostKeyChecking=yes)
+  accept_new, // unknown keys are appended to known_hosts (StrictHostKeyChecking=accept-new)
+};
+
+inline constexpr util::Duration k_default_ssh_connect_timeout = std::chrono::seconds{15};
+inline constexpr util::Duration k_default_ssh_keepalive = std::chrono::seconds{15};
+inline constexpr util::Duration k_default_reconnect_backoff = std::chrono::seconds{1};
+inline constexpr util::Duration k_default_reconnect_backoff_max = std::chrono::seconds{30};
+
+// Everything needed to reach one node over SSH. Kept free of experiment types
+// so that the remote layer never reaches up; the caller fills it from the
+// experiment file and ~/.ssh/config (lookup_ssh_config).
+struct SshTarget {
+  // Names the host in messages ("node1"); may be empty.
+  std::string name;
+  // Empty: the current local user, as ssh does.
+  std::string user;
+  std::string hostname;
+  int port = 22;
+  // Private key file ("~" is expanded; "<identity>.pub" is used when present),
+  // tried before ssh-agent. Unset: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa
+  // and id_rsa. Keys with a passphrase must come from the agent.
+  std::optional<std::string> identity;
+  std::string known_hosts = "~/.ssh/known_hosts";
+  HostKeyPolicy host_key_policy = HostKeyPolicy::strict;
+  // Bounds one connection attempt: TCP connect, handshake and authentication.
+  util::Duration connect_timeout = k_default_ssh_connect_timeout;
+  // How often keepalives go out on a quiet connection. Together with
+  // TCP_USER_TIMEOUT (three intervals) they turn a peer or path that vanished
+  // without a word into a lost connection. Zero disables both.
+  util::Duration keepalive = k_default_ssh_keepalive;
+  // After a drop: attempts (at least one) to reconnect, the first at once,
+  // then after `reconnect_backoff`, doubling up to `reconnect_backoff_max`.
+  // The host reconnects right away when it has tunnels or commands waiting,
+  // else at the next exec; after all attempts failed, waiting commands fail
+  // and the next exec starts a new round.
+  int reconnect_attempts = 5;
+  util::Duration reconnect_backoff = k_default_reconnect_backoff;
+  util::Duration reconnect_backoff_max = k_default_reconnect_backoff_max;
+
+  // "node1 (root@10.0.0.7:2222)", or "root@10.0.0.7:2222" without a name.
+  std::string describe() const;
+};
+
+namespace detail {
+class SshLoop;
+}
+
+// A node reached with libssh2. One thread per host owns the SSH session and
+// runs every command channel and tunnel connection over it; see ssh_host.cpp
+// for why. Commands and tunnels survive a dropped connection as described on
+// `exec` and `open_tunnel`.
+class SshHost final : public Host {
+public:
+  explicit SshHost(std::unique_ptr<detail::SshLoop> loop);
+  // Stops the I/O thread and closes the session, the tunnels and their
+  // connections; bounded by a few seconds even when the peer is unresponsive.
+  ~SshHost() override;
+
+  std::string describe() const override;
+
+  // Runs `command_line` as `/bin/sh -c` on the node. The remote command runs
+  // under `timeout -s KILL` (when the node has coreutils' timeout), so it is
+  // killed with its process group shortly after `timeout` even when the
+  // connection is gone; a command that outlives `timeout` comes back with
+  // `timed_out` set. `timeout` counts from the moment the command starts:
+  // waiting for a lost connection to come back is bounded separately by the
+  // reconnect settings. A command that had not started when the connection
+  // dropped is run on the new connection; one that had started is never run
+  // twice: its result is an error saying the connection was lost.
+  std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout) override;
+
+  // Listens on 127.0.0.1:<returned port>; each connection there is forwarded
+  // (direct-tcpip) to `target_host:target_port` as the node sees it. Forwarded
+  // connections that are open when the SSH connection drops are closed; the
+  // port stays open and new connections go over the new SSH connection.
+  std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
+
+  // How many times a dropped connection was re-established, for tests and logs.
+  int reconnect_count() const;
+
+private:
+  std::unique_ptr<detail::SshLoop> m_loop;
+};
+
+// Connects and authenticates once (no retries, bounded by connect_timeout) and
+// returns a host whose I/O thread keeps the connection alive from then on.
+// Errors name the host and say what failed: unreachable, timed out (kind
+// timed_out), host key unknown or changed (with its SHA256 fingerprint),
+// authentication refused.
+std::expected<std::unique_ptr<SshHost>, Error> connect_ssh(const SshTarget& target);
+
+} // namespace specctl::remote

@@ -1,0 +1,55 @@
+#include "ssh_handles.hpp"
+
+#include <mutex>
+#include <unistd.h>
+
+namespace specctl::remote::ssh {
+
+void ensure_libssh2_initialized() {
+  static std::once_flag once;
+  // libssh2_exit is never called: sessions may live until static destruction.
+  std::call_once(once, [] { libssh2_init(0); });
+}
+
+std::string last_error_message(LIBSSH2_SESSION* session) {
+  if (session == nullptr) {
+    return {};
+  }
+  char* message = nullptr;
+  int length = 0;
+  libssh2_session_last_error(session, &message, &length, 0);
+  if (message == nullptr || length <= 0) {
+    return {};
+  }
+  return std::string(message, static_cast<std::size_t>(length));
+}
+
+void UniqueFd::reset(int fd) {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+  m_fd = fd;
+}
+
+void free_session(LIBSSH2_SESSION* session) {
+  libssh2_session_free(session);
+}
+
+void free_known_hosts(LIBSSH2_KNOWNHOSTS* hosts) {
+  libssh2_knownhost_free(hosts);
+}
+
+void free_agent(LIBSSH2_AGENT* agent) {
+  libssh2_agent_disconnect(agent);
+  libssh2_agent_free(agent);
+}
+
+void Channel::reset() {
+  if (m_channel != nullptr) {
+    // EAGAIN leaves the channel with its session, which frees it (see the header).
+    libssh2_channel_free(m_channel);
+    m_channel = nullptr;
+  }
+}
+
+} // namespace specctl::remote::ssh

@@ -1,0 +1,80 @@
+#include <specctl/remote/ssh_host.hpp>
+
+#include "ssh_loop.hpp"
+
+#include <fmt/format.h>
+
+#include <pwd.h>
+#include <system_error>
+#include <unistd.h>
+
+namespace specctl::remote {
+
+namespace {
+
+std::string current_user() {
+  if (const passwd* entry = ::getpwuid(::getuid()); entry != nullptr && entry->pw_name != nullptr) {
+    return entry->pw_name;
+  }
+  return "root";
+}
+
+} // namespace
+
+std::string SshTarget::describe() const {
+  auto address = user.empty() ? fmt::format("{}:{}", hostname, port) : fmt::format("{}@{}:{}", user, hostname, port);
+  if (name.empty()) {
+    return address;
+  }
+  return fmt::format("{} ({})", name, address);
+}
+
+SshHost::SshHost(std::unique_ptr<detail::SshLoop> loop) : m_loop(std::move(loop)) {}
+
+SshHost::~SshHost() = default;
+
+std::string SshHost::describe() const {
+  return m_loop->describe();
+}
+
+std::expected<CommandResult, Error> SshHost::exec(const std::string& command_line, util::Duration timeout) {
+  return m_loop->exec(command_line, timeout);
+}
+
+std::expected<int, Error> SshHost::open_tunnel(const std::string& target_host, int target_port) {
+  return m_loop->open_tunnel(target_host, target_port);
+}
+
+int SshHost::reconnect_count() const {
+  return m_loop->reconnect_count();
+}
+
+std::expected<std::unique_ptr<SshHost>, Error> connect_ssh(const SshTarget& target) {
+  SshTarget resolved = target;
+  if (resolved.user.empty()) {
+    // As ssh does without a User.
+    resolved.user = current_user();
+  }
+  if (resolved.hostname.empty() || resolved.port <= 0 || resolved.port > 65535) {
+    return std::unexpected(Error(fmt::format("{}: invalid SSH address", resolved.describe()), ErrorKind::bad_input));
+  }
+  if (resolved.connect_timeout <= util::Duration::zero()) {
+    return std::unexpected(
+        Error(fmt::format("{}: the connect timeout must be positive", resolved.describe()), ErrorKind::bad_input));
+  }
+  auto connection = ssh::establish(resolved, ssh::StopSignal{});
+  if (!connection) {
+    return std::unexpected(std::move(connection.error().error));
+  }
+  try {
+    auto loop = std::make_unique<detail::SshLoop>(resolved, std::move(*connection));
+    return std::make_unique<SshHost>(std::move(loop));
+  } catch (const Error& error) {
+    return std::unexpected(error);
+  } catch (const std::system_error& error) {
+    return std::unexpected(
+        Error(fmt::format("{}: cannot start the SSH thread: {}", resolved.describe(), error.what())));
+  }
+}
+
+} // namespace specctl::remote

@@ -1,0 +1,96 @@
+#pragma once
+
+#include "ssh_ops.hpp"
+
+#include <specctl/remote/ssh_host.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace specctl::remote::detail {
+
+// The I/O thread of one SshHost and everything it owns.
+//
+// libssh2 sessions are not thread-safe, and in non-blocking mode a call that
+// returned EAGAIN must be repeated before the session is used for anything
+// else. So exactly one thread ever touches the session: this one. It runs every
+// command channel and every forwarded connection as a small state machine
+// (ssh_ops.hpp) over the one session, waits for all their sockets with one
+// poll(), sends keepalives, notices a dropped connection and reconnects.
+// Callers of exec() and open_tunnel() only hand work over through a
+// mutex-protected queue and an eventfd, and wait for a future.
+//
+// One session for commands and tunnels, rather than a session per tunnel,
+// because a reconnect then restores everything at once and the node sees one
+// login; the cost is that a slow tunnel client and a command share one thread,
+// which only moves bytes.
+class SshLoop {
+public:
+  SshLoop(SshTarget target, ssh::Connection connection);
+  SshLoop(const SshLoop&) = delete;
+  SshLoop& operator=(const SshLoop&) = delete;
+  ~SshLoop();
+
+  const std::string& describe() const { return m_where; }
+  std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout);
+  std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port);
+  int reconnect_count() const { return m_reconnects.load(); }
+
+private:
+  struct Listener {
+    ssh::UniqueFd fd;
+    std::string target_host;
+    int target_port = 0;
+  };
+  struct ClosingChannel {
+    ssh::Channel channel;
+    ssh::Clock::time_point since;
+  };
+
+  void run();
+  void take_incoming();
+  bool wants_connection() const;
+  void reconnect();
+  bool sleep_unless_stopped(util::Duration how_long);
+  void service();
+  bool reap_closing();
+  void lose_connection(const std::string& why);
+  void keepalive();
+  void wait_for_events();
+  void accept_connections(Listener& listener);
+  void abandon_all(const Error& error);
+  void shut_down();
+  void wake();
+  void drain_wake();
+  util::Duration answer_bound(util::Duration timeout) const;
+
+  const SshTarget m_target;
+  const std::string m_where;
+  std::atomic<bool> m_stopping{false};
+  ssh::UniqueFd m_wake;
+  std::atomic<int> m_reconnects{0};
+
+  std::mutex m_mutex;
+  std::vector<std::unique_ptr<ssh::Op>> m_incoming_ops;
+  std::vector<Listener> m_incoming_listeners;
+
+  // Owned by the I/O thread alone.
+  std::optional<ssh::Connection> m_connection;
+  std::vector<std::unique_ptr<ssh::Op>> m_ops;
+  std::vector<Listener> m_listeners;
+  std::vector<ClosingChannel> m_closing;
+  ssh::OpContext m_ctx;
+  bool m_gave_up = false;
+  bool m_busy = false;
+  std::string m_lost_why;
+  ssh::Clock::time_point m_next_keepalive;
+
+  // Last, so that everything above exists before the thread starts.
+  std::thread m_thread;
+};
+
+} // namespace specctl::remote::detail

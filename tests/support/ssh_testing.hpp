@@ -1,0 +1,97 @@
+#pragma once
+
+// Test support for doctest suites that need an SSH host: start the test sshd
+// or fail (never skip), connect or fail with sshd's log, and bounded polling.
+
+#include <doctest/doctest.h>
+
+#include "net.hpp"
+#include "sshd.hpp"
+
+#include <specctl/remote/ssh_host.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace specctl::test {
+
+inline constexpr auto k_wait_timeout = std::chrono::seconds{20};
+
+// Every SSH test needs a real sshd; not being able to start one is a failure
+// with the reason, never a silent skip.
+inline std::unique_ptr<TestSshd> require_sshd() {
+  auto sshd = TestSshd::start();
+  if (!sshd) {
+    MESSAGE("cannot start a test sshd: " << sshd.error());
+    FAIL("the SSH tests need a working /usr/sbin/sshd (scripts/setup.sh --tests)");
+  }
+  return std::move(*sshd);
+}
+
+inline std::unique_ptr<remote::SshHost> require_host(const remote::SshTarget& target, const TestSshd& sshd) {
+  auto host = remote::connect_ssh(target);
+  if (!host) {
+    MESSAGE("sshd log:\n" << sshd.log());
+    FAIL("connect_ssh failed: " << host.error().what());
+  }
+  return std::move(*host);
+}
+
+inline bool wait_until(const std::function<bool()>& done,
+                       std::chrono::steady_clock::duration timeout = k_wait_timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(k_poll_interval);
+  }
+  return true;
+}
+
+// Whether any process's command line contains `marker` (the test "node" is this machine).
+inline bool process_running(const std::string& marker) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    auto cmdline = detail::read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Sets or unsets an environment variable for one scope. Only for use while
+// no other thread reads the environment (no SSH host is reconnecting).
+class EnvGuard {
+public:
+  EnvGuard(const char* name, const std::optional<std::string>& value) : m_name(name) {
+    if (const char* old = std::getenv(name)) {
+      m_old = old;
+    }
+    set(value);
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+  ~EnvGuard() { set(m_old); }
+
+private:
+  void set(const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(m_name, value->c_str(), 1);
+    } else {
+      ::unsetenv(m_name);
+    }
+  }
+  const char* m_name;
+  std::optional<std::string> m_old;
+};
+
+} // namespace specctl::test
