@@ -22,6 +22,7 @@ struct CommandSpec {
 
 Action setup_validate(CLI::App& command);
 Action setup_plan(CLI::App& command);
+Action setup_bench(CLI::App& command);
 
 // Loads and checks an experiment; prints every problem (file:line:col: message)
 // to stderr. nullopt when there were errors.

@@ -15,6 +15,8 @@ namespace {
 constexpr std::array k_commands = {
     CommandSpec{"validate", "Check experiment files without running anything", &setup_validate},
     CommandSpec{"plan", "Show exactly what a run would do: commands, env, cleanup, benchmarks, time", &setup_plan},
+    CommandSpec{"bench", "Benchmark a running OpenAI-compatible server: single stream, concurrency, request rate",
+                &setup_bench},
 };
 
 constexpr const char* k_footer = R"(Exit codes: 0 ok, 1 a run finished with failures or missed expectations,

@@ -1,0 +1,66 @@
+#pragma once
+
+// The OpenAI-compatible request a benchmark sends, and the server it goes to.
+
+#include <specctl/util/error.hpp>
+
+#include <chrono>
+#include <expected>
+#include <string>
+#include <string_view>
+
+namespace specctl::bench {
+
+// A request gives up after this long: long enough for 512 tokens at 2 tok/s
+// behind a queue, short enough that a hung server ends a run.
+inline constexpr std::chrono::milliseconds k_default_request_timeout = std::chrono::minutes{10};
+// Connecting to a healthy server on a LAN takes milliseconds.
+inline constexpr std::chrono::milliseconds k_default_connect_timeout = std::chrono::seconds{10};
+// /v1/models is answered at once by a ready server.
+inline constexpr std::chrono::milliseconds k_model_query_timeout = std::chrono::seconds{30};
+
+enum class Endpoint { completions, chat };
+
+// "completions" / "chat".
+std::string_view endpoint_name(Endpoint endpoint);
+// "/v1/completions" / "/v1/chat/completions".
+std::string_view endpoint_path(Endpoint endpoint);
+
+struct Target {
+  // Base URL of the server: "http://127.0.0.1:30000" (a trailing "/v1" is accepted).
+  std::string url;
+  // Model name sent in every request; empty means the first model of /v1/models.
+  std::string model;
+  // Sent as a Bearer token when not empty; never printed or written to results.
+  std::string api_key;
+};
+
+struct RequestOptions {
+  Endpoint endpoint = Endpoint::completions;
+  int max_tokens = 512;
+  // With ignore_eos every request generates exactly max_tokens: fixed output length.
+  bool ignore_eos = true;
+  double temperature = 0.0;
+  // Asks for the usage chunk (stream_options.include_usage), the source of
+  // exact token counts. Off only for servers that refuse stream_options.
+  bool include_usage = true;
+  // Asks for usage on every chunk (stream_options.continuous_usage_stats, vLLM
+  // and SGLang), which makes the tokens of each chunk exact. Off by default:
+  // not every server accepts it.
+  bool continuous_usage = false;
+  std::chrono::milliseconds timeout = k_default_request_timeout;
+  std::chrono::milliseconds connect_timeout = k_default_connect_timeout;
+};
+
+// The JSON body of one streaming request: model, prompt (or one user message),
+// max_tokens, temperature, ignore_eos, stream and stream_options (when usage is asked for).
+std::string build_body(const RequestOptions& options, std::string_view model, std::string_view prompt);
+
+// The first model id from GET /v1/models. Errors name the URL and what came back.
+std::expected<std::string, Error> query_model(const std::string& base_url, const std::string& api_key);
+
+// A target ready to use: URL checked and normalised, model filled in from the
+// server when missing. Throws specctl::Error (bad_input for a bad URL).
+Target resolve_target(const Target& target);
+
+} // namespace specctl::bench

@@ -1,0 +1,165 @@
+#pragma once
+
+// What a benchmark measured: one record per request and the aggregates of
+// each level, named as vLLM's `bench serve` names them.
+
+#include <specctl/bench/stats.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace specctl::bench {
+
+// Why a request failed. A failure is recorded and counted, never fatal to a run.
+enum class FailureKind {
+  connect,         // refused, unresolvable, or no TCP connection within the connect timeout
+  http_status,     // the server answered with a status other than 200
+  timeout,         // the request's own deadline passed
+  malformed_event, // an event that is not a well-formed JSON chunk (or not SSE at all)
+  cut_stream,      // the stream ended before "data: [DONE]"
+  server_error,    // the stream carried an {"error": ...} event
+  protocol,        // not an HTTP answer, or another transport error
+  interrupted,     // the run was stopped (Ctrl-C) while the request was in flight
+};
+inline constexpr std::size_t k_failure_kinds = 8;
+
+// "connect", "http_status", "timeout", "malformed_event", "cut_stream", "server_error", "protocol", "interrupted".
+std::string_view failure_name(FailureKind kind);
+
+// Where a request's output token count came from.
+enum class TokenSource {
+  usage, // usage.completion_tokens, from the usage chunk or the last content chunk
+  chunks // no usage came: the number of content chunks, a lower bound with multi-token chunks
+};
+
+// One content chunk: when it arrived (microseconds after the request's start
+// time) and the tokens it carried (0 when the server did not say).
+struct ChunkArrival {
+  std::uint32_t at_us = 0;
+  std::uint32_t tokens = 0;
+};
+
+struct RequestRecord {
+  // Position in the level's schedule, and which prompt it sent.
+  int index = 0;
+  int prompt = 0;
+  // The start time latencies count from: the scheduled send time in rate mode
+  // (so a late client cannot hide a slow server), the send time otherwise.
+  // Seconds after the level began.
+  double start_s = 0;
+  // How late the request was really handed to the connection (open loop only).
+  double send_lag_ms = 0;
+  std::optional<FailureKind> failure;
+  std::string error;
+  long http_status = 0;
+  std::string response_id;
+  std::string finish_reason;
+  int output_tokens = 0;
+  TokenSource token_source = TokenSource::usage;
+  // -1 when the server did not report it.
+  int prompt_tokens = -1;
+  // Send -> first content chunk; send -> last data event; (e2e - ttft) / (tokens - 1). NaN when not defined.
+  double ttft_ms = 0;
+  double e2e_ms = 0;
+  double tpot_ms = 0;
+  std::vector<ChunkArrival> chunks;
+  // True when every chunk's token count is known (usage on every chunk).
+  bool chunk_tokens_exact = false;
+
+  bool ok() const { return !failure; }
+};
+
+// The outcome of one closed-loop concurrency level, one request rate, or the
+// runs of a single-stream benchmark.
+struct LevelResult {
+  // Requests kept in flight (closed loop); the most in flight at once (open loop).
+  int concurrency = 0;
+  // Open loop only: the arrival rate (requests/s; infinity sends all at once) and its settings.
+  std::optional<double> rate;
+  double burstiness = 1.0;
+  std::optional<int> max_concurrency;
+
+  int requests = 0;
+  int completed = 0;
+  int failed = 0;
+  std::array<int, k_failure_kinds> failures{};
+  // The first error message of each kind, for people.
+  std::array<std::string, k_failure_kinds> first_error;
+  bool interrupted = false;
+  // The mode's deadline ended this level early.
+  bool timed_out = false;
+
+  // Wall time from the level's start to its last request's end.
+  double duration_s = 0;
+  // Output tokens of completed requests only (failed ones say nothing about a healthy server).
+  std::int64_t output_tokens = 0;
+  double output_tok_s = 0;
+  double request_s = 0;
+  // Mean over completed requests of tokens / E2E: the speed one user sees.
+  double per_user_tok_s = 0;
+  Summary ttft_ms;
+  // Per chunk: gaps between consecutive content chunks of a request.
+  Summary itl_ms;
+  Summary tpot_ms;
+  Summary e2e_ms;
+  // Per token: each chunk gap divided over the tokens the chunk carried (exact
+  // with continuous usage, else the request's mean tokens per chunk).
+  Summary token_latency_ms;
+  double tokens_per_chunk = 0;
+  // Completed requests whose tokens were counted from chunks (no usage came).
+  int tokens_from_chunks = 0;
+
+  // The client's own cost: CPU of the event-loop thread and events parsed, to
+  // show the client was not the bottleneck.
+  double client_cpu_s = 0;
+  std::int64_t events = 0;
+
+  std::vector<std::string> warnings;
+  std::vector<RequestRecord> records;
+
+  int failures_of(FailureKind kind) const { return failures[static_cast<std::size_t>(kind)]; }
+};
+
+// Fills a level's counts and statistics from its records, duration_s and client figures.
+void aggregate(LevelResult& level);
+
+struct SingleStreamRun {
+  int run = 0;
+  bool ok = false;
+  // Output tokens / E2E, as the seeds' benchmark_eagle3.py reports a run.
+  double tok_s = 0;
+  // (tokens - 1) / (E2E - TTFT): the decode speed without the prefill.
+  double decode_tok_s = 0;
+  int output_tokens = 0;
+  double ttft_ms = 0;
+  double e2e_ms = 0;
+};
+
+// Why a mode ended before running everything it planned.
+enum class Ended { normally, interrupted, timed_out };
+
+struct SingleStreamResult {
+  std::vector<SingleStreamRun> runs;
+  // Over successful runs; stdev is the sample stdev (n - 1), as run-to-run spread.
+  double mean = 0;
+  double median = 0;
+  double stdev = 0;
+  LevelResult level;
+  Ended ended = Ended::normally;
+};
+
+struct ConcurrencyResult {
+  std::vector<LevelResult> levels;
+  Ended ended = Ended::normally;
+};
+
+struct RateResult {
+  std::vector<LevelResult> levels;
+  Ended ended = Ended::normally;
+};
+
+} // namespace specctl::bench

@@ -1,0 +1,140 @@
+#include <specctl/bench/result.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace specctl::bench {
+
+namespace {
+
+// Above this share of the wall time spent on the client's CPU, the client may be what was measured.
+constexpr double k_busy_client_share = 0.7;
+// Shorter levels are mostly set-up: their CPU share says nothing about the client's limits.
+constexpr std::chrono::seconds k_min_busy_check{1};
+
+// Calls visit(record, i, gap_ms) for every gap before chunk i of every completed request.
+template <typename Visit> void for_each_gap(const std::vector<RequestRecord>& records, Visit&& visit) {
+  for (const auto& r : records) {
+    if (!r.ok()) {
+      continue;
+    }
+    for (std::size_t i = 1; i < r.chunks.size(); ++i) {
+      visit(r, i, (r.chunks[i].at_us - r.chunks[i - 1].at_us) / 1000.0);
+    }
+  }
+}
+
+} // namespace
+
+std::string_view failure_name(FailureKind kind) {
+  switch (kind) {
+  case FailureKind::connect:
+    return "connect";
+  case FailureKind::http_status:
+    return "http_status";
+  case FailureKind::timeout:
+    return "timeout";
+  case FailureKind::malformed_event:
+    return "malformed_event";
+  case FailureKind::cut_stream:
+    return "cut_stream";
+  case FailureKind::server_error:
+    return "server_error";
+  case FailureKind::protocol:
+    return "protocol";
+  case FailureKind::interrupted:
+    return "interrupted";
+  }
+  return "protocol";
+}
+
+void aggregate(LevelResult& level) {
+  level.requests = static_cast<int>(level.records.size());
+  level.completed = 0;
+  level.failed = 0;
+  level.failures = {};
+  level.first_error = {};
+  level.output_tokens = 0;
+  level.tokens_from_chunks = 0;
+  std::vector<double> ttft;
+  std::vector<double> tpot;
+  std::vector<double> e2e;
+  std::vector<double> user_speed;
+  std::int64_t chunk_count = 0;
+  for (const auto& r : level.records) {
+    if (!r.ok()) {
+      ++level.failed;
+      const auto k = static_cast<std::size_t>(*r.failure);
+      if (level.failures[k]++ == 0) {
+        level.first_error[k] = r.error;
+      }
+      continue;
+    }
+    ++level.completed;
+    level.output_tokens += r.output_tokens;
+    if (r.token_source == TokenSource::chunks) {
+      ++level.tokens_from_chunks;
+    }
+    if (!std::isnan(r.ttft_ms)) {
+      ttft.push_back(r.ttft_ms);
+    }
+    if (!std::isnan(r.e2e_ms)) {
+      e2e.push_back(r.e2e_ms);
+      if (r.e2e_ms > 0) {
+        user_speed.push_back(r.output_tokens / (r.e2e_ms / 1000.0));
+      }
+    }
+    if (!std::isnan(r.tpot_ms)) {
+      tpot.push_back(r.tpot_ms);
+    }
+    chunk_count += static_cast<std::int64_t>(r.chunks.size());
+  }
+  level.ttft_ms = summarize(ttft);
+  level.tpot_ms = summarize(tpot);
+  level.e2e_ms = summarize(e2e);
+  // One sample per chunk gap (or per token) is the largest buffer of a big
+  // level: the two per-gap metrics are built one after the other in it.
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(std::max<std::int64_t>(chunk_count, 0)));
+  for_each_gap(level.records, [&](const RequestRecord&, std::size_t, double gap) { samples.push_back(gap); });
+  level.itl_ms = summarize(samples);
+  samples.clear();
+  for_each_gap(level.records, [&](const RequestRecord& r, std::size_t i, double gap) {
+    if (r.chunk_tokens_exact) {
+      const std::uint32_t k = r.chunks[i].tokens;
+      for (std::uint32_t t = 0; t < k; ++t) {
+        samples.push_back(gap / k);
+      }
+      return;
+    }
+    // Without per-chunk counts, every chunk is taken to carry the request's mean.
+    samples.push_back(gap / std::max(1.0, static_cast<double>(r.output_tokens) / static_cast<double>(r.chunks.size())));
+  });
+  level.token_latency_ms = summarize(samples);
+  level.per_user_tok_s = user_speed.empty() ? 0.0 : mean(user_speed);
+  level.tokens_per_chunk =
+      chunk_count > 0 ? static_cast<double>(level.output_tokens) / static_cast<double>(chunk_count) : 0.0;
+  if (level.duration_s > 0) {
+    level.output_tok_s = static_cast<double>(level.output_tokens) / level.duration_s;
+    level.request_s = level.completed / level.duration_s;
+  } else {
+    level.output_tok_s = 0;
+    level.request_s = 0;
+  }
+  level.warnings.clear();
+  if (level.tokens_from_chunks > 0) {
+    level.warnings.push_back(
+        fmt::format("{} of {} completed requests sent no usage: their tokens were counted from content chunks, a lower "
+                    "bound when a chunk carries several tokens",
+                    level.tokens_from_chunks, level.completed));
+  }
+  if (level.duration_s >= std::chrono::duration<double>(k_min_busy_check).count() &&
+      level.client_cpu_s > k_busy_client_share * level.duration_s) {
+    level.warnings.push_back(fmt::format("the client's event loop was busy {:.0f}% of the time: it may have limited "
+                                         "what was measured",
+                                         100.0 * level.client_cpu_s / level.duration_s));
+  }
+}
+
+} // namespace specctl::bench

@@ -1,0 +1,72 @@
+#pragma once
+
+// One streaming request on a reusable curl handle: the write callback
+// timestamps every read, feeds the SSE parser and records content chunks.
+
+#include <specctl/bench/chunk.hpp>
+#include <specctl/bench/request.hpp>
+#include <specctl/bench/result.hpp>
+#include <specctl/bench/sse.hpp>
+#include <specctl/http/curl.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace specctl::bench::detail {
+
+using Clock = std::chrono::steady_clock;
+
+class Stream {
+public:
+  // Sets the options that stay the same for every request on this handle.
+  Stream(const std::string& url, const http::HeaderList& headers, const RequestOptions& options);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  CURL* handle() const { return m_easy.get(); }
+
+  // Arms the handle for the next request. `origin` is the time latencies count
+  // from; `body` must outlive the transfer.
+  void begin(const std::string& body, int index, int prompt, Clock::time_point level_start, Clock::time_point origin,
+             Clock::time_point sent);
+
+  // Turns the finished transfer into its record.
+  RequestRecord finish(CURLcode code);
+  // Records a transfer that will not finish (the run was stopped).
+  RequestRecord abandon(FailureKind kind, std::string message);
+
+  // Data events parsed by this handle since it was made (the client's work).
+  std::int64_t events() const { return m_events_total; }
+
+private:
+  static std::size_t on_write(char* data, std::size_t size, std::size_t count, void* user);
+  // False to abort the transfer (the answer is not an event stream worth reading on).
+  bool on_bytes(std::string_view bytes, Clock::time_point now);
+  void on_event(std::string_view data, Clock::time_point now);
+  void fail(FailureKind kind, std::string message);
+  std::uint32_t since_origin_us(Clock::time_point t) const;
+  RequestRecord take();
+
+  http::Easy m_easy;
+  const RequestOptions& m_options;
+  SseParser m_sse;
+  ChunkFields m_fields;
+  RequestRecord m_record;
+  Clock::time_point m_origin;
+  Clock::time_point m_last_event;
+  bool m_status_known = false;
+  bool m_done = false;
+  bool m_any_json = false;
+  bool m_every_chunk_has_usage = true;
+  std::int64_t m_usage_tokens = -1;
+  std::int64_t m_bytes = 0;
+  std::int64_t m_events = 0;
+  std::int64_t m_events_total = 0;
+  // The start of the answer, quoted in errors about what the server sent.
+  std::string m_head;
+  char m_curl_detail[CURL_ERROR_SIZE] = {};
+};
+
+} // namespace specctl::bench::detail
