@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 using namespace specctl::experiment;
 using specctl::util::Diagnostics;
@@ -12,7 +13,7 @@ using specctl::util::Diagnostics;
 namespace {
 
 Experiment load_layers() {
-  auto config = std::filesystem::temp_directory_path() / "specctl-test-ssh-config";
+  auto config = std::filesystem::temp_directory_path() / ("specctl-test-ssh-config-" + std::to_string(getpid()));
   {
     std::ofstream out(config);
     out << "Host gpu1\n  HostName 10.0.0.7\n  User root\n  Port 2222\n  IdentityFile ~/.ssh/gpu\n";

@@ -237,9 +237,17 @@ TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed; 
   int parent = std::atoi(started->out.c_str());
   REQUIRE(parent > 1);
   auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (server::query_gpus(sb.host, std::nullopt).value().apps.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+  // Workers register as soon as they start and take their memory during the load: wait for all of it.
+  auto loaded = [&] {
+    auto snapshot = server::query_gpus(sb.host, std::nullopt).value();
+    return snapshot.apps.size() == 2 && std::all_of(snapshot.apps.begin(), snapshot.apps.end(), [](const auto& app) {
+             return app.used_mib.value_or(0) > 10'000;
+           });
+  };
+  while (!loaded() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
   }
+  REQUIRE(loaded());
   ::kill(parent, SIGKILL);
   while (remote::is_alive(sb.host, parent).value() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
