@@ -1,5 +1,6 @@
 #include <specctl/util/duration.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -32,7 +33,11 @@ std::expected<Duration, std::string> parse_duration(std::string_view text) {
     if (number.find('.') != number.rfind('.') || number == ".") {
       return std::unexpected(duration_error(text));
     }
-    double value = std::stod(number);
+    double value = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (ec != std::errc() || end != number.data() + number.size()) {
+      return std::unexpected(duration_error(text));
+    }
     std::size_t unit_start = pos;
     while (pos < text.size() && text[pos] >= 'a' && text[pos] <= 'z') {
       ++pos;
