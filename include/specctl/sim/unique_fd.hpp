@@ -1,41 +1,10 @@
 #pragma once
 
-#include <unistd.h>
-
-#include <utility>
+// The simulator's file descriptors use the project's one owner type.
+#include <specctl/util/unique_fd.hpp>
 
 namespace specctl::sim {
 
-// Owns one POSIX file descriptor; closes it once, on destruction or reset.
-class UniqueFd {
-public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : m_fd(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  UniqueFd(UniqueFd&& other) noexcept : m_fd(std::exchange(other.m_fd, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset(std::exchange(other.m_fd, -1));
-    }
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-
-  int get() const { return m_fd; }
-  explicit operator bool() const { return m_fd >= 0; }
-
-  int release() { return std::exchange(m_fd, -1); }
-
-  void reset(int fd = -1) {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-    m_fd = fd;
-  }
-
-private:
-  int m_fd = -1;
-};
+using util::UniqueFd;
 
 } // namespace specctl::sim
