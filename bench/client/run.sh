@@ -56,7 +56,8 @@ curl -fsS "$url/health" >/dev/null || { echo "run.sh: specsim did not start:" >&
 model=$(curl -fsS "$url/v1/models" | $python -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
 
 echo "== accuracy: 250 streams, 500 requests of 64 tokens, 20 ms apart, against a known schedule"
-"${client_cpu[@]}" "$bin/specctl_client_accuracy" 250 500 64 20
+# Not pinned: the scripted server is a thread of the same process and needs its own core.
+"$bin/specctl_client_accuracy" 250 500 64 20
 
 echo "== client cost against specsim --sim-profile flood (1 token per event)"
 results=$work/results.jsonl
@@ -72,6 +73,10 @@ run "${client_cpu[@]}" $python "$root/bench/client/python_client.py" --url "$url
   --streams 100 --requests 200 --max-tokens 1000
 run "${client_cpu[@]}" $python "$root/bench/client/python_client.py" --url "$url" --model "$model" --client aiohttp \
   --streams 100 --requests 200 --max-tokens 1000
+run "${client_cpu[@]}" $python "$root/bench/client/python_client.py" --url "$url" --model "$model" --client threads \
+  --streams 1000 --requests 1000 --max-tokens 1000
+run "${client_cpu[@]}" $python "$root/bench/client/python_client.py" --url "$url" --model "$model" --client aiohttp \
+  --streams 1000 --requests 1000 --max-tokens 1000
 
 echo "== client CPU per token (lower is better), ratio to specctl at the same stream count"
 $python - "$results" <<'PY'

@@ -123,7 +123,7 @@ bool Engine::stop_requested() const {
   return m_options.stop != nullptr && m_options.stop->load(std::memory_order_relaxed);
 }
 
-void Engine::start(int index, Clock::time_point level_start, Clock::time_point origin) {
+void Engine::start(int index, Clock::time_point level_start, Clock::time_point intended, Stream::Origin origin) {
   Stream* stream = nullptr;
   if (m_idle.empty()) {
     m_streams.push_back(std::make_unique<Stream>(m_url, m_headers, m_options.request));
@@ -133,7 +133,7 @@ void Engine::start(int index, Clock::time_point level_start, Clock::time_point o
     m_idle.pop_back();
   }
   const int prompt = index % static_cast<int>(m_bodies.size());
-  stream->begin(m_bodies[static_cast<std::size_t>(prompt)], index, prompt, level_start, origin, Clock::now());
+  stream->begin(m_bodies[static_cast<std::size_t>(prompt)], index, prompt, level_start, intended, origin);
   if (CURLMcode rc = curl_multi_add_handle(m_multi.get(), stream->handle()); rc != CURLM_OK) {
     throw Error(fmt::format("curl_multi_add_handle failed: {}", curl_multi_strerror(rc)));
   }
@@ -254,6 +254,7 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
   }
   const double cpu_before = thread_cpu_seconds();
   const auto level_start = Clock::now();
+  level.started = level_start;
   auto last_end = level_start;
   auto next_progress = level_start + m_options.progress_interval;
   int next = 0;
@@ -267,8 +268,13 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
       return;
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - level_start).count();
-    m_options.on_progress(Progress{plan.phase, done, plan.count, failed, tokens, elapsed,
-                                   elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, finished});
+    // Tokens of finished requests plus what the ones in flight received so far: a smooth tok/s.
+    std::int64_t live = tokens;
+    for (const Stream* stream : m_busy) {
+      live += stream->tokens_so_far();
+    }
+    m_options.on_progress(Progress{plan.phase, done, plan.count, failed, live, elapsed,
+                                   elapsed > 0 ? static_cast<double>(live) / elapsed : 0.0, finished});
   };
   while (true) {
     auto now = Clock::now();
@@ -286,15 +292,15 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
       break;
     }
     while (next < plan.count && static_cast<int>(m_busy.size()) < limit) {
-      auto origin = now;
+      auto intended = now;
       if (open_loop) {
-        origin = level_start + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(plan.arrivals[static_cast<std::size_t>(next)]));
-        if (origin > now) {
+        intended = level_start + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(plan.arrivals[static_cast<std::size_t>(next)]));
+        if (intended > now) {
           break;
         }
       }
-      start(next, level_start, origin);
+      start(next, level_start, intended, open_loop ? Stream::Origin::scheduled : Stream::Origin::send);
       ++next;
       ++started;
       level.concurrency = std::max(level.concurrency, static_cast<int>(m_busy.size()));

@@ -60,7 +60,7 @@ public:
 private:
   static int on_socket(CURL* easy, curl_socket_t socket, int what, void* user, void* socket_data);
   static int on_timer(CURLM* multi, long timeout_ms, void* user);
-  void start(int index, Clock::time_point level_start, Clock::time_point origin);
+  void start(int index, Clock::time_point level_start, Clock::time_point intended, Stream::Origin origin);
   // Waits for socket activity or `until`, then lets curl act on it.
   void poll_once(Clock::time_point until);
   // Moves finished transfers into `records`; returns how many.

@@ -45,6 +45,8 @@ Stream::Stream(const std::string& url, const http::HeaderList& headers, const Re
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, k_read_buffer_bytes);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Stream::on_write);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, this);
+  curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, &Stream::on_send);
+  curl_easy_setopt(h, CURLOPT_PREREQDATA, this);
   curl_easy_setopt(h, CURLOPT_PRIVATE, this);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, m_curl_detail);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
@@ -54,7 +56,7 @@ Stream::Stream(const std::string& url, const http::HeaderList& headers, const Re
 }
 
 void Stream::begin(const std::string& body, int index, int prompt, Clock::time_point level_start,
-                   Clock::time_point origin, Clock::time_point sent) {
+                   Clock::time_point intended, Origin origin) {
   CURL* h = m_easy.get();
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
@@ -63,12 +65,15 @@ void Stream::begin(const std::string& body, int index, int prompt, Clock::time_p
   m_record = RequestRecord{};
   m_record.index = index;
   m_record.prompt = prompt;
-  m_record.start_s = std::chrono::duration<double>(origin - level_start).count();
-  m_record.send_lag_ms = std::max(0.0, ms_between(origin, sent));
   m_record.chunks.reserve(
       std::min<std::size_t>(static_cast<std::size_t>(std::max(m_options.max_tokens, 1)), k_max_reserved_chunks));
-  m_origin = origin;
-  m_last_event = origin;
+  m_origin_kind = origin;
+  m_level_start = level_start;
+  m_intended = intended;
+  // Until the request is written (or when it never is), the intended start stands in.
+  m_origin = intended;
+  m_sent = intended;
+  m_last_event = intended;
   m_status_known = false;
   m_done = false;
   m_any_json = false;
@@ -77,6 +82,17 @@ void Stream::begin(const std::string& body, int index, int prompt, Clock::time_p
   m_bytes = 0;
   m_events = 0;
   m_head.clear();
+}
+
+int Stream::on_send(void* user, char*, char*, int, int) {
+  // curl calls this once the connection is ready, just before writing the request.
+  auto* self = static_cast<Stream*>(user);
+  self->m_sent = Clock::now();
+  if (self->m_origin_kind == Origin::send) {
+    self->m_origin = self->m_sent;
+    self->m_last_event = self->m_sent;
+  }
+  return CURL_PREREQFUNC_OK;
 }
 
 std::size_t Stream::on_write(char* data, std::size_t size, std::size_t count, void* user) {
@@ -203,6 +219,8 @@ RequestRecord Stream::abandon(FailureKind kind, std::string message) {
 
 RequestRecord Stream::take() {
   RequestRecord& r = m_record;
+  r.start_s = std::chrono::duration<double>(m_origin - m_level_start).count();
+  r.send_lag_ms = std::max(0.0, ms_between(m_intended, m_sent));
   auto& chunks = r.chunks;
   r.chunk_tokens_exact = !chunks.empty() && m_every_chunk_has_usage;
   if (r.chunk_tokens_exact) {

@@ -27,10 +27,19 @@ public:
 
   CURL* handle() const { return m_easy.get(); }
 
-  // Arms the handle for the next request. `origin` is the time latencies count
-  // from; `body` must outlive the transfer.
-  void begin(const std::string& body, int index, int prompt, Clock::time_point level_start, Clock::time_point origin,
-             Clock::time_point sent);
+  // What latencies count from.
+  enum class Origin {
+    // The moment the request is written to its connection (closed loop): a
+    // client busy starting a burst of requests does not add its own delay.
+    send,
+    // The scheduled arrival (open loop): a client that falls behind cannot hide a slow server.
+    scheduled,
+  };
+
+  // Arms the handle for the next request; `intended` is when it should start
+  // (the schedule, or now). `body` must outlive the transfer.
+  void begin(const std::string& body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
+             Origin origin);
 
   // Turns the finished transfer into its record.
   RequestRecord finish(CURLcode code);
@@ -39,9 +48,15 @@ public:
 
   // Data events parsed by this handle since it was made (the client's work).
   std::int64_t events() const { return m_events_total; }
+  // Output tokens of the request in flight so far, for progress: the usage
+  // count when the server sends it on every chunk, else content chunks.
+  std::int64_t tokens_so_far() const {
+    return m_usage_tokens >= 0 ? m_usage_tokens : static_cast<std::int64_t>(m_record.chunks.size());
+  }
 
 private:
   static std::size_t on_write(char* data, std::size_t size, std::size_t count, void* user);
+  static int on_send(void* user, char* remote_ip, char* local_ip, int remote_port, int local_port);
   // False to abort the transfer (the answer is not an event stream worth reading on).
   bool on_bytes(std::string_view bytes, Clock::time_point now);
   void on_event(std::string_view data, Clock::time_point now);
@@ -54,7 +69,11 @@ private:
   SseParser m_sse;
   ChunkFields m_fields;
   RequestRecord m_record;
+  Origin m_origin_kind = Origin::send;
+  Clock::time_point m_level_start;
+  Clock::time_point m_intended;
   Clock::time_point m_origin;
+  Clock::time_point m_sent;
   Clock::time_point m_last_event;
   bool m_status_known = false;
   bool m_done = false;

@@ -6,6 +6,7 @@
 #include <specctl/bench/stats.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,11 +48,13 @@ struct RequestRecord {
   // Position in the level's schedule, and which prompt it sent.
   int index = 0;
   int prompt = 0;
-  // The start time latencies count from: the scheduled send time in rate mode
-  // (so a late client cannot hide a slow server), the send time otherwise.
-  // Seconds after the level began.
+  // The start time latencies count from, in seconds after the level began:
+  // the scheduled arrival in rate mode (so a late client cannot hide a slow
+  // server), otherwise the moment the request was written to its connection
+  // (so a client starting a burst of requests does not count its own delay).
   double start_s = 0;
-  // How late the request was really handed to the connection (open loop only).
+  // How long after its intended start (the schedule, or when the engine
+  // handed it to curl) the request was written.
   double send_lag_ms = 0;
   std::optional<FailureKind> failure;
   std::string error;
@@ -93,6 +96,9 @@ struct LevelResult {
   // The mode's deadline ended this level early.
   bool timed_out = false;
 
+  // When the level began on the steady clock (records' start_s count from
+  // here), to line results up with server logs or another clock reader.
+  std::chrono::steady_clock::time_point started;
   // Wall time from the level's start to its last request's end.
   double duration_s = 0;
   // Output tokens of completed requests only (failed ones say nothing about a healthy server).
