@@ -295,7 +295,8 @@ void ExecOp::connection_lost(const std::string& why) {
       return;
     }
     settle(std::unexpected(Error(fmt::format("{}: could not start {}: the connection dropped {} times ({})", m_where,
-                                             brief(m_command_line), m_connections_lost, why))));
+                                             brief(m_command_line), m_connections_lost, why),
+                                       ErrorKind::unreachable)));
     m_stage = Stage::done;
     return;
   }
@@ -303,7 +304,8 @@ void ExecOp::connection_lost(const std::string& why) {
   settle(std::unexpected(Error(
       fmt::format("{}: connection lost while running {} ({}, after {}); it was not run again and may still be "
                   "running on the host until its {} timeout kills it",
-                  m_where, brief(m_command_line), why, util::format_duration(ran), util::format_duration(m_timeout)))));
+                  m_where, brief(m_command_line), why, util::format_duration(ran), util::format_duration(m_timeout)),
+      ErrorKind::unreachable)));
   m_stage = Stage::done;
 }
 

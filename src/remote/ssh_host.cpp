@@ -64,7 +64,12 @@ std::expected<std::unique_ptr<SshHost>, Error> connect_ssh(const SshTarget& targ
   }
   auto connection = ssh::establish(resolved, ssh::StopSignal{});
   if (!connection) {
-    return std::unexpected(std::move(connection.error().error));
+    auto& failure = connection.error();
+    // Refused keys and host keys will not get better; a host that did not answer may.
+    if (failure.retry == ssh::Retry::yes && failure.error.kind() == ErrorKind::failed) {
+      return std::unexpected(Error(failure.error.what(), ErrorKind::unreachable));
+    }
+    return std::unexpected(std::move(failure.error));
   }
   try {
     auto loop = std::make_unique<detail::SshLoop>(resolved, std::move(*connection));

@@ -271,7 +271,8 @@ void SshLoop::reconnect() {
   abandon_all(Error(fmt::format("{}: the connection was lost ({}) and {} reconnection attempt{} in {} failed; last: {}",
                                 m_where, m_lost_why, attempt, attempt == 1 ? "" : "s", util::format_duration(took),
                                 strip_prefix(last->error.what(), m_where + ": ")),
-                    last->error.kind()));
+                    last->retry == ssh::Retry::yes && last->error.kind() == ErrorKind::failed ? ErrorKind::unreachable
+                                                                                      : last->error.kind()));
 }
 
 void SshLoop::service() {

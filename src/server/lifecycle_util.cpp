@@ -45,6 +45,18 @@ bool sleep_for(util::Duration duration, const std::atomic<bool>* cancel) {
 
 std::expected<std::vector<remote::ProcessInfo>, Error> stop_server(remote::Host& host, int pgid, const std::string& tag,
                                                                    util::Duration grace) {
+  // A recorded pid may since have been reused by someone else's process (the server
+  // died long ago, a resumed run cleans up): signal the group only while its leader
+  // still carries our tag. Members are found by tag either way.
+  if (pgid > 1) {
+    auto owner = remote::tag_of(host, pgid);
+    if (!owner) {
+      return std::unexpected(owner.error());
+    }
+    if (*owner != tag) {
+      pgid = 0;
+    }
+  }
   auto members = [&]() -> std::expected<std::vector<int>, Error> {
     auto tagged = remote::find_tagged(host, tag);
     if (!tagged) {

@@ -300,7 +300,7 @@ TEST_CASE("ssh host reports an unreachable node clearly and within the connect t
     CHECK(std::string(host.error().what()) == "ghost (root@127.0.0.1:" + std::to_string(target.port) +
                                                   "): cannot connect to 127.0.0.1 port " + std::to_string(target.port) +
                                                   ": Connection refused");
-    CHECK(host.error().kind() == ErrorKind::failed);
+    CHECK(host.error().kind() == ErrorKind::unreachable);
   }
   SUBCASE("a port that accepts but never speaks SSH times out") {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

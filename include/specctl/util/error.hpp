@@ -6,7 +6,9 @@
 namespace specctl {
 
 // How a failure ended, so callers and users can tell a slow thing from a broken one.
-enum class ErrorKind { failed, timed_out, bad_input, interrupted };
+// unreachable: the host could not be reached or the connection to it was lost
+// for good; unlike a failure of the thing being run, trying again later may work.
+enum class ErrorKind { failed, timed_out, bad_input, interrupted, unreachable };
 
 // The one error type of specctl. Low layers return it in std::expected; high
 // layers throw it, and main() catches it once to print and pick the exit code.
@@ -17,6 +19,7 @@ public:
 
   ErrorKind kind() const { return m_kind; }
   bool timed_out() const { return m_kind == ErrorKind::timed_out; }
+  bool unreachable() const { return m_kind == ErrorKind::unreachable; }
 
 private:
   ErrorKind m_kind;
