@@ -15,6 +15,8 @@ namespace {
 constexpr std::array k_commands = {
     CommandSpec{"validate", "Check experiment files without running anything", &setup_validate},
     CommandSpec{"plan", "Show exactly what a run would do: commands, env, cleanup, benchmarks, time", &setup_plan},
+    CommandSpec{"run", "Run the sweep: every variant launched, benchmarked and torn down; results that survive the night",
+                &setup_run},
     CommandSpec{"bench", "Benchmark a running OpenAI-compatible server: single stream, concurrency, request rate",
                 &setup_bench},
 };

@@ -1,0 +1,82 @@
+#pragma once
+
+// The layout of a run's result folder and the figures in it, shared by
+// `specctl run` (which writes them) and the report (which reads them).
+//
+//   DIR/run.json                       what ran: experiment, its content hash, variants
+//   DIR/experiment.yaml                the experiment file as given
+//   DIR/experiment.json                the resolved experiment (the plan)
+//   DIR/journal.jsonl                  every phase, appended and fsynced
+//   DIR/provenance.json                specctl version, hosts, exact commands, templates
+//   DIR/summary.md                     the table printed at the end
+//   DIR/variants/NAME/result.json      one variant, written atomically
+//   DIR/variants/NAME/server.log       its server's log, copied back
+//   DIR/variants/NAME/requests-BENCH.jsonl   every request of a built-in benchmark
+
+#include <specctl/bench/result.hpp>
+#include <specctl/experiment/experiment.hpp>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace specctl::run {
+
+inline constexpr const char* k_run_format = "specctl-run";
+inline constexpr const char* k_result_format = "specctl-variant-result";
+// Bumped whenever a field changes meaning or disappears; adding fields keeps it.
+inline constexpr int k_results_version = 1;
+
+struct ResultPaths {
+  std::filesystem::path dir;
+
+  std::filesystem::path run_info() const { return dir / "run.json"; }
+  std::filesystem::path experiment_copy() const { return dir / "experiment.yaml"; }
+  std::filesystem::path resolved() const { return dir / "experiment.json"; }
+  std::filesystem::path provenance() const { return dir / "provenance.json"; }
+  std::filesystem::path summary() const { return dir / "summary.md"; }
+  std::filesystem::path variant_dir(const std::string& variant) const { return dir / "variants" / variant; }
+  std::filesystem::path result(const std::string& variant) const { return variant_dir(variant) / "result.json"; }
+  std::filesystem::path server_log(const std::string& variant) const { return variant_dir(variant) / "server.log"; }
+  std::filesystem::path requests(const std::string& variant, const std::string& benchmark) const {
+    return variant_dir(variant) / ("requests-" + benchmark + ".jsonl");
+  }
+};
+
+// A variant's result.json, or nullopt when it is missing or unreadable (a
+// run killed before writing it).
+std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant);
+
+// The figures expectations and tables use, by the names of experiment::metrics_of.
+nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result);
+nlohmann::json level_metrics(const bench::LevelResult& level);
+
+// The measured value an expectation is about, from a variant's result.json.
+std::optional<double> find_metric(const nlohmann::json& result, const experiment::Expectation& expectation);
+
+struct ExpectationVerdict {
+  const experiment::Expectation* expectation = nullptr;
+  std::optional<double> measured;
+  double delta_pct = 0;
+  bool met = false;
+  // "baseline single-stream output_tok_s: 92.1 vs 92.6 expected (-0.5%, within 10%)".
+  std::string text;
+};
+
+// Checks each expectation against the results of the variants it names; a
+// variant without a result misses its expectations.
+std::vector<ExpectationVerdict> check_expectations(const experiment::Experiment& experiment,
+                                                   const ResultPaths& paths);
+
+// The main figures of one variant's result, as (column, formatted value):
+// load time, single-stream tok/s, tok/s per level, command metrics, accept length.
+std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
+                                                                 const nlohmann::json& result);
+
+// A plain table of the main figures of each variant (status, load time,
+// single-stream tok/s, tok/s per level, accept length), Markdown-compatible.
+std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
+                           const std::vector<std::string>& variants);
+
+} // namespace specctl::run

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <specctl/util/error.hpp>
+
+#include <expected>
+#include <filesystem>
+#include <mutex>
+#include <string_view>
+
+namespace specctl::util {
+
+// Writes a whole file so that a crash at any moment leaves either the old
+// content or the new one, never a torn file: a temporary file in the same
+// folder, fsync, rename over the target, fsync of the folder.
+std::expected<void, Error> write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// Creates the folder and its parents, fsyncing each new entry's parent so
+// the folder itself survives a power loss.
+std::expected<void, Error> make_dirs_durable(const std::filesystem::path& dir);
+
+// An append-only file of lines, each written whole with one write(2) on an
+// O_APPEND descriptor and fsynced before append() returns. Thread-safe.
+class AppendFile {
+public:
+  static std::expected<AppendFile, Error> open(const std::filesystem::path& path);
+  AppendFile(AppendFile&& other) noexcept;
+  AppendFile& operator=(AppendFile&&) = delete;
+  AppendFile(const AppendFile&) = delete;
+  ~AppendFile();
+
+  // Appends `line` and a newline.
+  std::expected<void, Error> append(std::string_view line);
+  const std::filesystem::path& path() const { return m_path; }
+
+private:
+  AppendFile(std::filesystem::path path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+  std::filesystem::path m_path;
+  int m_fd = -1;
+  std::mutex m_mutex;
+};
+
+} // namespace specctl::util

@@ -1,0 +1,113 @@
+#include "commands.hpp"
+
+#include <specctl/run/runner.hpp>
+#include <specctl/util/error.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fmt/format.h>
+#include <iostream>
+#include <unistd.h>
+
+namespace specctl::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string file;
+  std::string out;
+  std::string resume;
+  std::string only;
+  int retries = 2;
+  bool fail_fast = false;
+  bool force = false;
+  bool quiet = false;
+  bool verbose = false;
+  std::string state_dir;
+};
+
+std::atomic<bool> g_stop{false};
+
+// The first Ctrl-C (or SIGTERM) asks the run to stop: the running server is
+// torn down and the results so far are written. A second one exits at once.
+extern "C" void on_signal(int) {
+  if (g_stop.exchange(true)) {
+    constexpr char k_message[] = "\nspecctl: forced exit; the server may still be running\n";
+    [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
+    ::_exit(k_exit_interrupted);
+  }
+  constexpr char k_message[] = "\nspecctl: stopping: tearing down the server (Ctrl-C again to force)\n";
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
+}
+
+void install_handlers() {
+  struct sigaction action {};
+  action.sa_handler = &on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  // A closed tunnel or pipe must be an error where it happens, not the end of the run.
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+int run(const RunArgs& args) {
+  auto experiment = load_or_report(args.file);
+  if (!experiment) {
+    return k_exit_bad_input;
+  }
+  if (!args.resume.empty() && !args.out.empty() && args.resume != args.out) {
+    throw Error("--resume DIR already names the result folder; leave out --out", ErrorKind::bad_input);
+  }
+  run::RunOptions options;
+  options.resume = !args.resume.empty();
+  options.out_dir = options.resume ? std::filesystem::path(args.resume)
+                    : args.out.empty() ? run::default_out_dir(*experiment, std::chrono::system_clock::now())
+                                       : std::filesystem::path(args.out);
+  options.history_dir = std::filesystem::path("results") / experiment->name;
+  if (!args.only.empty()) {
+    options.only = args.only;
+  }
+  options.retries = args.retries;
+  options.fail_fast = args.fail_fast;
+  options.force = args.force;
+  options.render.specctl_bindir = own_bindir();
+  if (!args.state_dir.empty()) {
+    options.state_dir = args.state_dir;
+  }
+  options.stop = &g_stop;
+  auto verbosity = args.quiet ? run::Verbosity::quiet : args.verbose ? run::Verbosity::verbose : run::Verbosity::normal;
+  auto display = run::make_display(stderr, verbosity);
+  install_handlers();
+  auto outcome = run::run_experiment(*experiment, options, *display);
+  // The comparison goes to stdout (progress went to stderr), so it can be piped or kept.
+  std::cout << outcome.summary << std::flush;
+  if (outcome.interrupted) {
+    std::cerr << fmt::format("specctl: interrupted; the server was torn down. Continue with: specctl run {} --resume {}\n",
+                             args.file, outcome.dir.string());
+  }
+  return outcome.exit_code();
+}
+
+} // namespace
+
+Action setup_run(CLI::App& command) {
+  auto args = std::make_shared<RunArgs>();
+  command.add_option("file", args->file, "Experiment file")->required();
+  command.add_option("--out", args->out, "Result folder (default results/<experiment>/<timestamp>)");
+  command.add_option("--resume", args->resume,
+                     "Continue the run in DIR: complete variants are kept, the rest run again");
+  command.add_option("--only", args->only, "Only variants whose name matches this glob");
+  command.add_option("--retries", args->retries, "Attempts after a transient failure (host unreachable)")
+      ->default_val(2)
+      ->check(CLI::Range(0, 100));
+  command.add_flag("--fail-fast", args->fail_fast, "Stop the sweep at the first failed variant");
+  command.add_flag("--force", args->force, "Resume even though the experiment file changed");
+  command.add_flag("--quiet", args->quiet, "Only errors, finished variants and the final table");
+  command.add_flag("--verbose", args->verbose, "Every message, including the servers' own");
+  command.add_option("--state-dir", args->state_dir,
+                     "Where servers keep their pid and log files on each host (default $HOME/.specctl/servers)");
+  return [args] { return run(*args); };
+}
+
+} // namespace specctl::cli

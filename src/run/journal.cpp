@@ -1,0 +1,83 @@
+#include <specctl/run/journal.hpp>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fstream>
+
+namespace specctl::run {
+
+namespace {
+
+// True when the file is missing, empty or ends with a newline.
+bool ends_whole(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) {
+    return true;
+  }
+  in.seekg(-1, std::ios::end);
+  return in.get() == '\n';
+}
+
+util::AppendFile open_or_throw(const std::filesystem::path& dir) {
+  auto path = dir / Journal::k_file_name;
+  bool torn = !ends_whole(path);
+  auto file = util::AppendFile::open(path);
+  if (!file) {
+    throw file.error();
+  }
+  // A writer killed mid-line left half an entry: end it, so the next entry
+  // starts on a line of its own instead of being lost with it.
+  if (torn) {
+    if (auto ended = file->append(""); !ended) {
+      throw ended.error();
+    }
+  }
+  return std::move(*file);
+}
+
+} // namespace
+
+std::string utc_timestamp(std::chrono::system_clock::time_point when) {
+  auto seconds = std::chrono::time_point_cast<std::chrono::seconds>(when);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when - seconds).count();
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(when)), ms);
+}
+
+Journal::Journal(const std::filesystem::path& dir) : m_file(open_or_throw(dir)) {}
+
+void Journal::record(std::string_view event, nlohmann::json fields) {
+  nlohmann::ordered_json entry;
+  entry["t"] = utc_timestamp(std::chrono::system_clock::now());
+  entry["event"] = event;
+  for (auto& [key, value] : fields.items()) {
+    entry[key] = value;
+  }
+  // dump's replacement mode: a log line with invalid UTF-8 must not stop the run.
+  if (auto written = m_file.append(entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)); !written) {
+    throw written.error();
+  }
+}
+
+std::vector<nlohmann::json> read_journal(const std::filesystem::path& dir, int* torn) {
+  std::vector<nlohmann::json> entries;
+  int skipped = 0;
+  std::ifstream in(dir / Journal::k_file_name);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      continue;
+    }
+    auto entry = nlohmann::json::parse(line, nullptr, false);
+    if (entry.is_discarded() || !entry.is_object()) {
+      ++skipped;
+      continue;
+    }
+    entries.push_back(std::move(entry));
+  }
+  if (torn != nullptr) {
+    *torn = skipped;
+  }
+  return entries;
+}
+
+} // namespace specctl::run

@@ -1,0 +1,306 @@
+#include <specctl/run/results.hpp>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+
+namespace specctl::run {
+
+namespace {
+
+// NaN and infinity are not JSON: a figure that could not be measured is null.
+nlohmann::json number(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+// j[k1][k2]... without creating anything: null when any step is missing.
+const nlohmann::json& dig(const nlohmann::json& j, std::initializer_list<std::string_view> keys) {
+  static const nlohmann::json k_null;
+  const nlohmann::json* at = &j;
+  for (auto key : keys) {
+    if (!at->is_object()) {
+      return k_null;
+    }
+    auto it = at->find(key);
+    if (it == at->end()) {
+      return k_null;
+    }
+    at = &*it;
+  }
+  return *at;
+}
+
+std::optional<double> as_number(const nlohmann::json& value) {
+  if (value.is_number()) {
+    return value.get<double>();
+  }
+  return std::nullopt;
+}
+
+const nlohmann::json* find_level(const nlohmann::json& benchmark, const experiment::Expectation& e) {
+  const auto& levels = dig(benchmark, {"levels"});
+  if (!levels.is_array()) {
+    return nullptr;
+  }
+  for (const auto& level : levels) {
+    if (!level.is_object()) {
+      continue;
+    }
+    if (e.level && dig(level, {"concurrency"}).is_number_integer() && dig(level, {"concurrency"}) == *e.level) {
+      return &level;
+    }
+    if (auto rate = as_number(dig(level, {"rate"})); e.rate && rate && std::abs(*rate - *e.rate) < 1e-9) {
+      return &level;
+    }
+  }
+  return nullptr;
+}
+
+// Display width of UTF-8 text ("±" is two bytes, one column).
+std::size_t text_width(const std::string& text) {
+  std::size_t n = 0;
+  for (unsigned char c : text) {
+    n += (c & 0xC0) != 0x80 ? 1 : 0;
+  }
+  return n;
+}
+
+std::string figure(std::optional<double> value, int decimals = 1) {
+  return value ? fmt::format("{:.{}f}", *value, decimals) : "-";
+}
+
+// One column of the summary: a header and how to read its cell from a result.
+struct Column {
+  std::string header;
+  std::function<std::string(const nlohmann::json&)> cell;
+};
+
+std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
+  std::vector<Column> columns;
+  columns.push_back({"load s", [](const nlohmann::json& r) {
+                       return figure(as_number(dig(r, {"load", "load_s"})));
+                     }});
+  bool any_accept = false;
+  for (const auto& b : experiment.benchmarks) {
+    std::string name = b.name;
+    switch (b.kind) {
+    case experiment::BenchmarkKind::single_stream:
+      columns.push_back({name + " tok/s", [name](const nlohmann::json& r) {
+                           const auto& m = dig(r, {"benchmarks", name, "metrics"});
+                           auto mean = as_number(dig(m, {"output_tok_s"}));
+                           auto sd = as_number(dig(m, {"output_tok_s_stdev"}));
+                           if (!mean) {
+                             return std::string("-");
+                           }
+                           return sd ? fmt::format("{:.1f} ± {:.1f}", *mean, *sd) : fmt::format("{:.1f}", *mean);
+                         }});
+      any_accept = true;
+      break;
+    case experiment::BenchmarkKind::concurrency:
+    case experiment::BenchmarkKind::rate: {
+      bool rate = b.kind == experiment::BenchmarkKind::rate;
+      std::size_t count = rate ? b.rates.size() : b.levels.size();
+      for (std::size_t i = 0; i < count; ++i) {
+        std::string header = rate ? fmt::format("{} {:g}/s", name, b.rates[i]) : fmt::format("{} c{}", name, b.levels[i]);
+        columns.push_back({header, [name, i](const nlohmann::json& r) {
+                             const auto& levels = dig(r, {"benchmarks", name, "levels"});
+                             if (!levels.is_array() || i >= levels.size()) {
+                               return std::string("-");
+                             }
+                             return figure(as_number(dig(levels[i], {"metrics", "output_tok_s"})));
+                           }});
+      }
+      any_accept = true;
+      break;
+    }
+    case experiment::BenchmarkKind::command:
+      for (const auto& x : b.extract) {
+        std::string metric = x.metric;
+        columns.push_back({name + " " + metric, [name, metric](const nlohmann::json& r) {
+                             return figure(as_number(dig(r, {"benchmarks", name, "metrics", metric})), 2);
+                           }});
+      }
+      break;
+    }
+  }
+  if (any_accept) {
+    columns.push_back({"accept len", [](const nlohmann::json& r) {
+                         // The first benchmark that saw the server report it.
+                         const auto& benchmarks = dig(r, {"benchmarks"});
+                         if (!benchmarks.is_object()) {
+                           return std::string("-");
+                         }
+                         for (const auto& [name, b] : benchmarks.items()) {
+                           if (auto a = as_number(dig(b, {"metrics", "accept_length"}))) {
+                             return fmt::format("{:.2f}", *a);
+                           }
+                         }
+                         return std::string("-");
+                       }});
+  }
+  return columns;
+}
+
+} // namespace
+
+std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant) {
+  std::ifstream in(paths.result(variant));
+  if (!in) {
+    return std::nullopt;
+  }
+  auto result = nlohmann::json::parse(in, nullptr, false);
+  if (result.is_discarded() || !result.is_object() || dig(result, {"format"}) != k_result_format) {
+    return std::nullopt;
+  }
+  return result;
+}
+
+nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
+  const auto& level = result.level;
+  return {
+      {"output_tok_s", number(result.mean)},
+      {"output_tok_s_median", number(result.median)},
+      {"output_tok_s_stdev", number(result.stdev)},
+      {"runs", result.runs.size()},
+      {"ttft_ms", number(level.ttft_ms.mean)},
+      {"tpot_ms", number(level.tpot_ms.mean)},
+      {"e2e_ms", number(level.e2e_ms.mean)},
+      {"error_rate", number(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+  };
+}
+
+nlohmann::json level_metrics(const bench::LevelResult& level) {
+  nlohmann::json out = {
+      {"output_tok_s", number(level.output_tok_s)},
+      {"request_s", number(level.request_s)},
+      {"error_rate", number(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+  };
+  const std::pair<const char*, const bench::Summary*> latencies[] = {
+      {"ttft", &level.ttft_ms}, {"tpot", &level.tpot_ms}, {"itl", &level.itl_ms}, {"e2e", &level.e2e_ms}};
+  for (const auto& [name, summary] : latencies) {
+    out[fmt::format("{}_p50_ms", name)] = number(summary->p50);
+    out[fmt::format("{}_p90_ms", name)] = number(summary->p90);
+    out[fmt::format("{}_p99_ms", name)] = number(summary->p99);
+  }
+  return out;
+}
+
+std::optional<double> find_metric(const nlohmann::json& result, const experiment::Expectation& e) {
+  const auto& benchmark = dig(result, {"benchmarks", e.benchmark});
+  const nlohmann::json* holder = &benchmark;
+  if (e.level || e.rate) {
+    holder = find_level(benchmark, e);
+    if (holder == nullptr) {
+      return std::nullopt;
+    }
+  }
+  return as_number(dig(*holder, {"metrics", e.metric}));
+}
+
+std::vector<ExpectationVerdict> check_expectations(const experiment::Experiment& experiment,
+                                                   const ResultPaths& paths) {
+  std::vector<ExpectationVerdict> verdicts;
+  for (const auto& e : experiment.report.expect) {
+    ExpectationVerdict v;
+    v.expectation = &e;
+    std::string where = e.level ? fmt::format(" at concurrency {}", *e.level)
+                        : e.rate ? fmt::format(" at {:g} req/s", *e.rate)
+                                 : std::string();
+    std::string subject = fmt::format("{} {}{} {}", e.variant, e.benchmark, where, e.metric);
+    auto result = read_result(paths, e.variant);
+    if (result && dig(*result, {"status"}) == "ok") {
+      v.measured = find_metric(*result, e);
+    }
+    if (!v.measured) {
+      v.text = fmt::format("{}: not measured ({} expected)", subject, e.value);
+    } else {
+      v.delta_pct = e.value != 0 ? (*v.measured - e.value) / e.value * 100.0 : 0.0;
+      v.met = std::abs(v.delta_pct) <= e.tolerance_pct;
+      v.text = fmt::format("{}: {:.4g} vs {:g} expected ({:+.1f}%, {} {:g}%)", subject, *v.measured, e.value,
+                           v.delta_pct, v.met ? "within" : "outside", e.tolerance_pct);
+    }
+    verdicts.push_back(std::move(v));
+  }
+  return verdicts;
+}
+
+std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
+                                                                 const nlohmann::json& result) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& c : summary_columns(experiment)) {
+    out.emplace_back(c.header, c.cell(result));
+  }
+  return out;
+}
+
+std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
+                           const std::vector<std::string>& variants) {
+  auto columns = summary_columns(experiment);
+  std::vector<std::string> headers = {"variant", "status"};
+  for (const auto& c : columns) {
+    headers.push_back(c.header);
+  }
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> failures;
+  for (const auto& name : variants) {
+    std::vector<std::string> row = {name};
+    auto result = read_result(paths, name);
+    if (!result) {
+      row.push_back("not run");
+      row.resize(headers.size(), "-");
+      rows.push_back(std::move(row));
+      continue;
+    }
+    const auto& status_field = dig(*result, {"status"});
+    std::string status = status_field.is_string() ? status_field.get<std::string>() : "?";
+    row.push_back(status);
+    for (const auto& c : columns) {
+      row.push_back(c.cell(*result));
+    }
+    if (status != "ok") {
+      const auto& reason = dig(*result, {"reason"});
+      failures.push_back(fmt::format("- {}: {}", name, reason.is_string() ? reason.get<std::string>() : status));
+    }
+    const auto& flags = dig(*result, {"flags"});
+    for (const auto& flag : flags.is_array() ? flags : nlohmann::json::array()) {
+      if (flag.is_string()) {
+        failures.push_back(fmt::format("- {}: {}", name, flag.get<std::string>()));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<std::size_t> widths(headers.size());
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    widths[i] = text_width(headers[i]);
+    for (const auto& row : rows) {
+      widths[i] = std::max(widths[i], text_width(row[i]));
+    }
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out = "|";
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      // Names left-aligned, figures right-aligned.
+      std::string pad(widths[i] - text_width(cells[i]), ' ');
+      out += i < 2 ? " " + cells[i] + pad + " |" : " " + pad + cells[i] + " |";
+    }
+    return out + "\n";
+  };
+  std::string out = line(headers);
+  out += "|";
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    out += i < 2 ? fmt::format(" {:-<{}} |", "", widths[i]) : fmt::format(" {:->{}}: |", "", widths[i] - 1);
+  }
+  out += "\n";
+  for (const auto& row : rows) {
+    out += line(row);
+  }
+  if (!failures.empty()) {
+    out += "\n";
+    for (const auto& f : failures) {
+      out += f + "\n";
+    }
+  }
+  return out;
+}
+
+} // namespace specctl::run

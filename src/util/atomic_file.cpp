@@ -1,0 +1,120 @@
+#include <specctl/util/atomic_file.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace specctl::util {
+
+namespace {
+
+Error io_error(std::string_view what, const std::filesystem::path& path, int error) {
+  return Error(fmt::format("{}: {}: {}", path.string(), what, std::strerror(error)));
+}
+
+std::expected<void, Error> write_all(int fd, std::string_view data, const std::filesystem::path& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return std::unexpected(io_error("cannot write", path, errno));
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+std::expected<void, Error> fsync_dir(const std::filesystem::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return std::unexpected(io_error("cannot open folder", dir, errno));
+  }
+  int rc = ::fsync(fd);
+  int error = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return std::unexpected(io_error("cannot fsync folder", dir, error));
+  }
+  return {};
+}
+
+} // namespace
+
+std::expected<void, Error> write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  std::random_device random;
+  auto temp = path;
+  temp += fmt::format(".tmp-{}-{:08x}", ::getpid(), random());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return std::unexpected(io_error("cannot create", temp, errno));
+  }
+  auto written = write_all(fd, content, temp);
+  if (written && ::fsync(fd) != 0) {
+    written = std::unexpected(io_error("cannot fsync", temp, errno));
+  }
+  ::close(fd);
+  if (written && ::rename(temp.c_str(), path.c_str()) != 0) {
+    written = std::unexpected(io_error("cannot rename into place", path, errno));
+  }
+  if (!written) {
+    ::unlink(temp.c_str());
+    return written;
+  }
+  return fsync_dir(path.parent_path());
+}
+
+std::expected<void, Error> make_dirs_durable(const std::filesystem::path& dir) {
+  if (dir.empty() || std::filesystem::is_directory(dir)) {
+    return {};
+  }
+  if (auto parent = make_dirs_durable(dir.parent_path()); !parent) {
+    return parent;
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return std::unexpected(io_error("cannot create folder", dir, errno));
+  }
+  return fsync_dir(dir.parent_path());
+}
+
+std::expected<AppendFile, Error> AppendFile::open(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return std::unexpected(io_error("cannot open for appending", path, errno));
+  }
+  return AppendFile(path, fd);
+}
+
+AppendFile::AppendFile(AppendFile&& other) noexcept : m_path(std::move(other.m_path)), m_fd(other.m_fd) {
+  other.m_fd = -1;
+}
+
+AppendFile::~AppendFile() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+}
+
+std::expected<void, Error> AppendFile::append(std::string_view line) {
+  std::string whole;
+  whole.reserve(line.size() + 1);
+  whole.append(line);
+  whole.push_back('\n');
+  std::lock_guard lock(m_mutex);
+  // One write: O_APPEND puts it at the end even with other writers, and a
+  // kill -9 can at worst leave a torn last line, which readers skip.
+  if (auto written = write_all(m_fd, whole, m_path); !written) {
+    return written;
+  }
+  if (::fsync(m_fd) != 0) {
+    return std::unexpected(io_error("cannot fsync", m_path, errno));
+  }
+  return {};
+}
+
+} // namespace specctl::util

@@ -1,0 +1,394 @@
+// `specctl run` end to end, on this machine and over a test sshd: full sweeps,
+// a crashing variant, SIGINT, kill -9 and --resume, a changed experiment.
+
+#include "../sim/support.hpp"
+#include "../support/ssh_testing.hpp"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace st = specsim_test;
+using nlohmann::json;
+
+namespace {
+
+// Generous for a loaded two-core machine; a sweep here takes seconds.
+constexpr std::chrono::seconds k_sweep_timeout{180};
+constexpr std::chrono::seconds k_phase_timeout{60};
+constexpr std::chrono::seconds k_signal_exit_timeout{60};
+
+json read_json(const std::filesystem::path& path) {
+  auto doc = json::parse(st::read_file(path), nullptr, false);
+  return doc.is_discarded() ? json() : doc;
+}
+
+std::vector<json> journal(const std::filesystem::path& out) {
+  std::vector<json> entries;
+  std::istringstream in(st::read_file(out / "journal.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto entry = json::parse(line, nullptr, false);
+    if (!entry.is_discarded()) {
+      entries.push_back(entry);
+    }
+  }
+  return entries;
+}
+
+bool journal_has(const std::filesystem::path& out, const std::string& event, const std::string& variant,
+                 const std::string& phase = "") {
+  for (const auto& e : journal(out)) {
+    if (e.value("event", "") == event && e.value("variant", "") == variant &&
+        (phase.empty() || e.value("phase", "") == phase)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Live (not zombie) processes carrying SPECCTL_TAG=tag in their environment.
+std::vector<int> live_tagged(const std::string& tag) {
+  std::vector<int> pids;
+  std::string needle = "SPECCTL_TAG=" + tag;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::string environ = st::read_file(it->path() / "environ");
+    std::string stat = st::read_file(it->path() / "stat");
+    auto close = stat.rfind(')');
+    bool zombie = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+    std::istringstream vars(environ);
+    std::string var;
+    while (std::getline(vars, var, '\0')) {
+      if (var == needle && !zombie) {
+        pids.push_back(std::stoi(name));
+      }
+    }
+  }
+  return pids;
+}
+
+// Every server a sweep started has a folder named by its tag in the state dir.
+std::vector<std::string> tags_in(const std::filesystem::path& state) {
+  std::vector<std::string> tags;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(state, ec), end; !ec && it != end; it.increment(ec)) {
+    tags.push_back(it->path().filename().string());
+  }
+  return tags;
+}
+
+std::string stray_servers(const std::filesystem::path& state) {
+  std::string out;
+  for (const auto& tag : tags_in(state)) {
+    for (int pid : live_tagged(tag)) {
+      out += fmt::format("{} (pid {}) ", tag, pid);
+    }
+  }
+  return out;
+}
+
+// One sweep's world: an experiment file, its result folder, the hosts' state
+// folder and fake GPUs, and the specctl processes the test starts.
+class Sweep {
+public:
+  explicit Sweep(std::string host_block = "", std::string host = "local")
+      : m_host_block(std::move(host_block)), m_host(std::move(host)) {}
+  ~Sweep() {
+    // Whatever a failed test left: servers by tag (only ours), then fake GPU workers.
+    for (const auto& tag : tags_in(state())) {
+      for (int pid : live_tagged(tag)) {
+        ::kill(pid, SIGKILL);
+      }
+    }
+  }
+
+  std::filesystem::path file() const { return m_dir.path() / "sweep.yaml"; }
+  std::filesystem::path out() const { return m_dir.path() / "out"; }
+  std::filesystem::path state() const { return m_dir.path() / "state"; }
+  std::filesystem::path log() const { return m_dir.path() / fmt::format("specctl-{}.log", m_runs); }
+  int port() const { return m_port; }
+
+  // `variants` and `benchmarks` are YAML blocks; the server defaults are a
+  // specsim on the fake GPUs with `load` of simulated load time.
+  // `speed` divides every simulated duration (specsim's --sim-speed).
+  void write(const std::string& variants, const std::string& benchmarks, const std::string& load, int speed,
+             const std::string& extra = "") {
+    std::ofstream(file()) << fmt::format(R"(name: e2e
+{hosts}
+server:
+  template: specsim
+  host: {host}
+  model: /models/Kimi-K2.5-INT4
+  port: {port}
+  knobs: {{tp: 8, sim_load_time: {load}, sim_speed: {speed}, sim_gpu_dir: {gpus}}}
+  health: {{timeout: 2m, interval: 200ms, stall: 1m}}
+  cleanup: {{policy: kill, grace: 3s, timeout: 30s}}
+variants:
+{variants}
+benchmarks:
+{benchmarks}
+{extra}
+)",
+                                         fmt::arg("hosts", m_host_block), fmt::arg("host", m_host),
+                                         fmt::arg("port", m_port), fmt::arg("load", load), fmt::arg("speed", speed),
+                                         fmt::arg("gpus", m_gpus.path().string()), fmt::arg("variants", variants),
+                                         fmt::arg("benchmarks", benchmarks), fmt::arg("extra", extra));
+  }
+
+  std::unique_ptr<st::Process> start(std::vector<std::string> args) {
+    std::vector<std::string> argv = {SPECCTL_BINARY, "run", file().string(), "--state-dir", state().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ++m_runs;
+    const char* path = std::getenv("PATH");
+    return std::make_unique<st::Process>(
+        argv, log(),
+        std::map<std::string, std::string>{
+            {"PATH", std::string(SPECSIM_FAKE_GPU_BIN) + ":" + (path != nullptr ? path : "/usr/bin:/bin")},
+            {"SPECSIM_GPU_DIR", m_gpus.path().string()}});
+  }
+
+  // Runs specctl to its end; the exit code, or -1 if it did not end in time.
+  int run(std::vector<std::string> args) {
+    auto process = start(std::move(args));
+    return process->wait_exit_code(k_sweep_timeout).value_or(-1);
+  }
+
+  std::string output() const { return st::read_file(log()); }
+
+private:
+  st::TempDir m_dir;
+  st::GpuDir m_gpus;
+  int m_port = st::free_port();
+  std::string m_host_block;
+  std::string m_host;
+  int m_runs = 0;
+};
+
+constexpr const char* k_three_variants = R"(  - name: baseline
+  - name: eagle3
+    knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1, spec_draft_tokens: 3}
+  - name: crashy
+    knobs: {sim_fault: [crash-load]})";
+
+constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
+  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
+
+void check_complete_variant(const std::filesystem::path& out, const std::string& name) {
+  INFO("variant " << name);
+  auto result = read_json(out / "variants" / name / "result.json");
+  CHECK(result.value("status", "") == "ok");
+  CHECK(result["load"]["load_s"].get<double>() > 0);
+  auto single = result["benchmarks"]["single"];
+  CHECK(single["status"] == "ok");
+  CHECK(single["metrics"]["output_tok_s"].get<double>() > 0);
+  CHECK(single["result"]["runs"].size() == 2);
+  auto levels = result["benchmarks"]["parallel"]["levels"];
+  REQUIRE(levels.size() == 2);
+  CHECK(levels[1]["concurrency"] == 4);
+  CHECK(levels[1]["metrics"]["output_tok_s"].get<double>() > levels[0]["metrics"]["output_tok_s"].get<double>());
+  CHECK(std::filesystem::file_size(out / "variants" / name / "server.log") > 0);
+  // Every request, one line each: warmup + 2 single-stream runs; 10 + 10 at the two levels plus warmup.
+  auto requests = st::read_file(out / "variants" / name / "requests-single.jsonl");
+  CHECK(std::count(requests.begin(), requests.end(), '\n') >= 2);
+  requests = st::read_file(out / "variants" / name / "requests-parallel.jsonl");
+  CHECK(std::count(requests.begin(), requests.end(), '\n') >= 20);
+}
+
+} // namespace
+
+TEST_CASE("a local sweep writes every file, keeps going past a crashing variant and reads accept length") {
+  Sweep sweep;
+  sweep.write(k_three_variants, std::string(k_quick_benchmarks) + fmt::format(R"(
+  - name: client
+    kind: command
+    run: 'f=$(mktemp) && {} bench --url {{url}} --single-stream --runs 1 --max-tokens 8 --json "$f" >/dev/null && cat "$f"; rm -f "$f"'
+    json: {{client_tok_s: single_stream.mean}})",
+                                                                           SPECCTL_BINARY),
+              "2s", 10, R"(report:
+  expect:
+    - {variant: baseline, benchmark: single, metric: output_tok_s, value: 926, tolerance: 50%})");
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  // The crashing variant makes the run's exit code 1; the others are complete.
+  CHECK(code == 1);
+  auto out = sweep.out();
+  for (const char* file : {"run.json", "experiment.yaml", "experiment.json", "journal.jsonl", "provenance.json",
+                           "summary.md"}) {
+    CHECK_MESSAGE(std::filesystem::exists(out / file), file);
+  }
+  check_complete_variant(out, "baseline");
+  check_complete_variant(out, "eagle3");
+
+  auto baseline = read_json(out / "variants/baseline/result.json");
+  auto eagle3 = read_json(out / "variants/eagle3/result.json");
+  // specsim logs SGLang's decode lines: EAGLE-3 with 2 steps accepts about 1.97 tokens per step.
+  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() ==
+        doctest::Approx(1.97).epsilon(0.1));
+  CHECK_FALSE(baseline["benchmarks"]["single"]["metrics"].contains("accept_length"));
+  // The command benchmark ran specctl bench against the server and its JSON became a metric.
+  CHECK(baseline["benchmarks"]["client"]["status"] == "ok");
+  CHECK(baseline["benchmarks"]["client"]["metrics"]["client_tok_s"].get<double>() > 10);
+
+  auto crashy = read_json(out / "variants/crashy/result.json");
+  CHECK(crashy["status"] == "failed");
+  CHECK(crashy["failure"]["phase"] == "load");
+  CHECK(crashy["reason"].get<std::string>().find("load:") == 0);
+  CHECK(crashy["failure"]["log_tail"].size() > 0);
+  CHECK(std::filesystem::exists(out / "variants/crashy/server.log"));
+
+  auto provenance = read_json(out / "provenance.json");
+  CHECK(provenance["specctl_version"].is_string());
+  CHECK(provenance["hosts"]["local"]["gpu_count"].get<int>() > 0);
+  CHECK(provenance["variants"]["eagle3"]["command"].get<std::string>().find("--speculative-algorithm") !=
+        std::string::npos);
+  CHECK(provenance["variants"]["eagle3"]["template"]["content_hash"].get<std::string>().size() > 0);
+
+  auto summary = st::read_file(out / "summary.md");
+  CHECK(summary.find("| crashy   | failed") != std::string::npos);
+  CHECK(summary.find("[met] baseline single output_tok_s") != std::string::npos);
+  // The table also went to stdout.
+  CHECK(sweep.output().find("| baseline | ok") != std::string::npos);
+
+  int finished = 0;
+  for (const auto& e : journal(out)) {
+    finished += e.value("event", "") == "variant_finished" ? 1 : 0;
+  }
+  CHECK(finished == 3);
+  CHECK(tags_in(sweep.state()).size() == 3);
+  CHECK(stray_servers(sweep.state()) == "");
+
+  SUBCASE("the same folder is not run twice without --resume") {
+    CHECK(sweep.run({"--out", out.string()}) == 2);
+    CHECK(sweep.output().find("already holds a run") != std::string::npos);
+  }
+}
+
+TEST_CASE("SIGINT during a load tears the server down and exits 130") {
+  Sweep sweep;
+  sweep.write("  - name: slow", k_quick_benchmarks, "10m", 1);
+  auto specctl = sweep.start({"--out", sweep.out().string()});
+  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "slow", "load"); },
+                         k_phase_timeout));
+  REQUIRE(tags_in(sweep.state()).size() == 1);
+  std::string tag = tags_in(sweep.state()).front();
+  REQUIRE(st::wait_until([&] { return !live_tagged(tag).empty(); }, k_phase_timeout));
+  specctl->signal(SIGINT);
+  auto code = specctl->wait_exit_code(k_signal_exit_timeout);
+  INFO(sweep.output());
+  CHECK(code == 130);
+  CHECK(live_tagged(tag).empty());
+  auto result = read_json(sweep.out() / "variants/slow/result.json");
+  CHECK(result["status"] == "interrupted");
+  CHECK(journal_has(sweep.out(), "torn_down", "slow"));
+  CHECK(sweep.output().find("--resume") != std::string::npos);
+}
+
+// kill -9 at a phase of the second variant, then --resume: the same result set
+// as an uninterrupted run, and the server the killed run left is stopped.
+void kill_and_resume(Sweep& sweep, const std::string& phase) {
+  auto specctl = sweep.start({"--out", sweep.out().string()});
+  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "second", phase); },
+                         k_sweep_timeout));
+  specctl->signal(SIGKILL);
+  REQUIRE(specctl->wait_exit_code(k_signal_exit_timeout) == 128 + SIGKILL);
+  // The killed run's second server is still there, unattended.
+  std::string left;
+  for (const auto& e : journal(sweep.out())) {
+    if (e.value("event", "") == "launched" && e.value("variant", "") == "second") {
+      left = e.value("tag", "");
+    }
+  }
+  REQUIRE_FALSE(left.empty());
+  CHECK_FALSE(live_tagged(left).empty());
+
+  int code = sweep.run({"--resume", sweep.out().string()});
+  INFO(sweep.output());
+  CHECK(code == 0);
+  CHECK(live_tagged(left).empty());
+  CHECK(stray_servers(sweep.state()) == "");
+  CHECK(journal_has(sweep.out(), "variant_kept", "first"));
+  CHECK(journal_has(sweep.out(), "torn_down", "second"));
+  check_complete_variant(sweep.out(), "first");
+  check_complete_variant(sweep.out(), "second");
+  // One result per variant, nothing else.
+  std::set<std::string> variants;
+  for (const auto& entry : std::filesystem::directory_iterator(sweep.out() / "variants")) {
+    variants.insert(entry.path().filename().string());
+  }
+  CHECK(variants == std::set<std::string>{"first", "second"});
+  CHECK(sweep.output().find("| second  | ok") != std::string::npos);
+}
+
+TEST_CASE("kill -9 during a load, then --resume: complete results and no stray server") {
+  Sweep sweep;
+  sweep.write("  - name: first\n  - name: second", k_quick_benchmarks, "30s", 5);
+  kill_and_resume(sweep, "load");
+}
+
+TEST_CASE("kill -9 during a benchmark, then --resume: complete results and no stray server") {
+  Sweep sweep;
+  // 512 tokens at about 460 tok/s: each request takes a second, so the kill lands mid-benchmark.
+  sweep.write("  - name: first\n  - name: second", std::string(k_quick_benchmarks) + R"(
+  - {name: long, kind: concurrency, levels: [2], requests: 4, max_tokens: 512})",
+              "2s", 5);
+  kill_and_resume(sweep, "bench long");
+}
+
+TEST_CASE("--resume refuses a changed experiment unless --force") {
+  Sweep sweep;
+  sweep.write("  - name: only", "  - {name: single, kind: single_stream, runs: 1, max_tokens: 8}", "1s", 10);
+  REQUIRE(sweep.run({"--out", sweep.out().string()}) == 0);
+  std::ofstream(sweep.file(), std::ios::app) << "# a later edit\n";
+  CHECK(sweep.run({"--resume", sweep.out().string()}) == 2);
+  CHECK(sweep.output().find("the experiment file changed since this run started") != std::string::npos);
+  CHECK(sweep.run({"--resume", sweep.out().string(), "--force"}) == 0);
+  CHECK(journal_has(sweep.out(), "variant_kept", "only"));
+  CHECK(sweep.run({"--resume", (sweep.out() / "nothing").string()}) == 2);
+}
+
+TEST_CASE("a sweep over SSH: every file, accept length, the server log copied back") {
+  auto sshd = specctl::test::require_sshd();
+  std::string hosts = fmt::format(R"(hosts:
+  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
+                                  sshd->user(), sshd->port(), sshd->user_key().string(),
+                                  sshd->known_hosts().string());
+  Sweep sweep(hosts, "node");
+  sweep.write(R"(  - name: baseline
+  - name: eagle3
+    knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1, spec_draft_tokens: 3})",
+              k_quick_benchmarks, "2s", 10);
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  INFO(sshd->log());
+  CHECK(code == 0);
+  check_complete_variant(sweep.out(), "baseline");
+  check_complete_variant(sweep.out(), "eagle3");
+  auto eagle3 = read_json(sweep.out() / "variants/eagle3/result.json");
+  CHECK(eagle3["host"] == "node");
+  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() ==
+        doctest::Approx(1.97).epsilon(0.1));
+  auto provenance = read_json(sweep.out() / "provenance.json");
+  CHECK(provenance["hosts"]["node"]["description"].get<std::string>().find("127.0.0.1") != std::string::npos);
+  CHECK(stray_servers(sweep.state()) == "");
+}
+
+TEST_CASE("kill -9 during a load over SSH, then --resume: the resumed run stops the left server") {
+  auto sshd = specctl::test::require_sshd();
+  std::string hosts = fmt::format(R"(hosts:
+  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
+                                  sshd->user(), sshd->port(), sshd->user_key().string(),
+                                  sshd->known_hosts().string());
+  Sweep sweep(hosts, "node");
+  sweep.write("  - name: first\n  - name: second", k_quick_benchmarks, "30s", 5);
+  kill_and_resume(sweep, "load");
+}

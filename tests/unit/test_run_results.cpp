@@ -1,0 +1,108 @@
+#include "../support/temp_dir.hpp"
+
+#include <specctl/experiment/experiment.hpp>
+#include <specctl/run/results.hpp>
+#include <specctl/util/atomic_file.hpp>
+
+#include <doctest/doctest.h>
+#include <fstream>
+
+using specctl::test::TempDir;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* k_experiment = R"(name: results-test
+server:
+  template: specsim
+  model: /models/m
+  port: 31999
+variants:
+  - name: baseline
+  - name: eagle3
+    knobs: {speculative: eagle3, draft_model: /models/d}
+  - name: broken
+benchmarks:
+  - {name: single, kind: single_stream, runs: 3}
+  - {name: parallel, kind: concurrency, levels: [1, 10]}
+report:
+  expect:
+    - {variant: baseline, benchmark: single, metric: output_tok_s, value: 90, tolerance: 5%}
+    - {variant: eagle3, benchmark: parallel, level: 10, metric: output_tok_s, value: 100, tolerance: 5%}
+    - {variant: broken, benchmark: single, metric: output_tok_s, value: 90}
+)";
+
+json variant_result(const std::string& name, double single, double c1, double c10, std::optional<double> accept) {
+  json r = {{"format", specctl::run::k_result_format}, {"version", 1}, {"variant", name}, {"status", "ok"},
+            {"load", {{"load_s", 12.25}}}};
+  r["benchmarks"]["single"]["metrics"] = {{"output_tok_s", single}, {"output_tok_s_stdev", 0.5}};
+  if (accept) {
+    r["benchmarks"]["single"]["metrics"]["accept_length"] = *accept;
+  }
+  r["benchmarks"]["parallel"]["levels"] = json::array({
+      {{"concurrency", 1}, {"metrics", {{"output_tok_s", c1}}}},
+      {{"concurrency", 10}, {"metrics", {{"output_tok_s", c10}}}},
+  });
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("results: metrics found by benchmark and level, expectations checked, a summary table") {
+  TempDir dir;
+  auto file = dir / "experiment.yaml";
+  std::ofstream(file) << k_experiment;
+  specctl::util::Diagnostics diag;
+  auto experiment = specctl::experiment::load_experiment(file.string(), diag);
+  REQUIRE_FALSE(diag.has_errors());
+
+  specctl::run::ResultPaths paths{dir / "run"};
+  for (const char* name : {"baseline", "eagle3", "broken"}) {
+    REQUIRE(specctl::util::make_dirs_durable(paths.variant_dir(name)));
+  }
+  REQUIRE(specctl::util::write_file_atomic(paths.result("baseline"),
+                                           variant_result("baseline", 92.6, 91.0, 760.0, std::nullopt).dump()));
+  REQUIRE(specctl::util::write_file_atomic(paths.result("eagle3"),
+                                           variant_result("eagle3", 96.1, 95.0, 104.0, 1.97).dump()));
+  json broken = {{"format", specctl::run::k_result_format}, {"variant", "broken"}, {"status", "failed"},
+                 {"reason", "load: the server exited with code 1"}};
+  REQUIRE(specctl::util::write_file_atomic(paths.result("broken"), broken.dump()));
+
+  auto baseline = specctl::run::read_result(paths, "baseline");
+  REQUIRE(baseline);
+  const auto& expect = experiment.report.expect;
+  REQUIRE(expect.size() == 3);
+  CHECK(specctl::run::find_metric(*baseline, expect[0]) == doctest::Approx(92.6));
+  CHECK(specctl::run::find_metric(*specctl::run::read_result(paths, "eagle3"), expect[1]) == doctest::Approx(104.0));
+  CHECK_FALSE(specctl::run::find_metric(*baseline, specctl::experiment::Expectation{
+                                                       "baseline", "parallel", 70, {}, "output_tok_s", 1, 10, {}}));
+
+  auto verdicts = specctl::run::check_expectations(experiment, paths);
+  REQUIRE(verdicts.size() == 3);
+  CHECK(verdicts[0].met); // +2.9%, within 5%
+  CHECK(verdicts[1].met);
+  CHECK_FALSE(verdicts[2].met);
+  CHECK(verdicts[2].text == "broken single output_tok_s: not measured (90 expected)");
+  CHECK(verdicts[1].text == "eagle3 parallel at concurrency 10 output_tok_s: 104 vs 100 expected (+4.0%, within 5%)");
+
+  auto table = specctl::run::format_summary(experiment, paths, {"baseline", "eagle3", "broken", "missing"});
+  CHECK(table == "| variant  | status  | load s | single tok/s | parallel c1 | parallel c10 | accept len |\n"
+                 "| -------- | ------- | -----: | -----------: | ----------: | -----------: | ---------: |\n"
+                 "| baseline | ok      |   12.2 |   92.6 ± 0.5 |        91.0 |        760.0 |          - |\n"
+                 "| eagle3   | ok      |   12.2 |   96.1 ± 0.5 |        95.0 |        104.0 |       1.97 |\n"
+                 "| broken   | failed  |      - |            - |           - |            - |          - |\n"
+                 "| missing  | not run |      - |            - |           - |            - |          - |\n"
+                 "\n"
+                 "- broken: load: the server exited with code 1\n");
+}
+
+TEST_CASE("results: a torn or foreign result.json reads as missing") {
+  TempDir dir;
+  specctl::run::ResultPaths paths{dir.path()};
+  REQUIRE(specctl::util::make_dirs_durable(paths.variant_dir("v")));
+  std::ofstream(paths.result("v")) << R"({"format": "specctl-variant-result", "status": "o)";
+  CHECK_FALSE(specctl::run::read_result(paths, "v"));
+  std::ofstream(paths.result("v")) << R"({"format": "something-else", "status": "ok"})";
+  CHECK_FALSE(specctl::run::read_result(paths, "v"));
+  CHECK_FALSE(specctl::run::read_result(paths, "absent"));
+}
