@@ -282,6 +282,9 @@ protected:
       text += fmt::format(", estimated {} (until about {})", rough_duration(*m_header->estimate),
                           clock_time(m_run_start + *m_header->estimate));
     }
+    for (const auto& line : m_header->plan) {
+      text += "\n  " + line;
+    }
     return text;
   }
 

@@ -41,6 +41,8 @@ constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
 // The warmup request: enough tokens to go through prefill and decode once.
 constexpr int k_warmup_tokens = 16;
 constexpr util::Duration k_stop_poll = std::chrono::milliseconds{100};
+// By experiment::BenchmarkKind.
+constexpr const char* k_kind_names[] = {"single_stream", "concurrency", "rate", "command"};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -572,7 +574,8 @@ private:
   void run_benchmark(const experiment::BenchmarkSpec& spec) {
     begin("bench " + spec.name);
     ordered entry;
-    entry["kind"] = spec.describe();
+    entry["kind"] = k_kind_names[static_cast<std::size_t>(spec.kind)];
+    entry["spec"] = spec.describe();
     int completed = 0;
     int failed = 0;
     std::string why_failed;
@@ -943,6 +946,31 @@ std::optional<std::chrono::seconds> estimate_from_history(const std::filesystem:
   return std::chrono::seconds{static_cast<long>(std::ceil(total))};
 }
 
+// What the run will do, in a few lines for its header.
+std::vector<std::string> plan_lines(const experiment::Experiment& experiment,
+                                    const std::vector<const experiment::PlannedVariant*>& selected) {
+  std::map<std::string, std::vector<std::string>> by_host;
+  util::Duration bound{0};
+  std::set<std::string> benchmarks;
+  for (const auto* planned : selected) {
+    const auto& host = planned->variant->server.host;
+    by_host[host.empty() ? "local" : host].push_back(planned->variant->name);
+    bound += planned->estimate.total();
+    benchmarks.insert(planned->variant->benchmarks.begin(), planned->variant->benchmarks.end());
+  }
+  std::vector<std::string> lines;
+  for (const auto& [host, names] : by_host) {
+    lines.push_back(fmt::format("on {}: {}", host, util::join(names, ", ")));
+  }
+  for (const auto& b : experiment.benchmarks) {
+    if (benchmarks.contains(b.name)) {
+      lines.push_back(fmt::format("benchmark {}: {}", b.name, b.describe()));
+    }
+  }
+  lines.push_back(fmt::format("at most {} if every wait runs to its timeout", util::format_duration(bound)));
+  return lines;
+}
+
 } // namespace
 
 int RunOutcome::exit_code() const {
@@ -1034,8 +1062,8 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   if (options.history_dir) {
     estimate = estimate_from_history(*options.history_dir, options.out_dir, outcome.variants);
   }
-  display.run_started(
-      RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate, outcome.variants});
+  display.run_started(RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate,
+                                outcome.variants, plan_lines(experiment, selected)});
 
   VariantRun::Shared shared{experiment, options, paths, journal, display, pool, provenance};
   int total = static_cast<int>(selected.size());

@@ -244,6 +244,9 @@ TEST_CASE("a local sweep writes every file, keeps going past a crashing variant 
   CHECK(crashy["failure"]["phase"] == "load");
   CHECK(crashy["reason"].get<std::string>().find("load:") == 0);
   CHECK(crashy["failure"]["log_tail"].size() > 0);
+  // A crash is deterministic: recorded once, never retried.
+  CHECK(crashy["attempt"] == 1);
+  CHECK_FALSE(journal_has(out, "variant_retry", "crashy"));
   CHECK(std::filesystem::exists(out / "variants/crashy/server.log"));
 
   auto provenance = read_json(out / "provenance.json");
@@ -391,4 +394,27 @@ TEST_CASE("kill -9 during a load over SSH, then --resume: the resumed run stops 
   Sweep sweep(hosts, "node");
   sweep.write("  - name: first\n  - name: second", k_quick_benchmarks, "30s", 5);
   kill_and_resume(sweep, "load");
+}
+
+TEST_CASE("an unreachable host is retried with backoff, then recorded as unreachable") {
+  int closed = st::free_port();
+  Sweep sweep(fmt::format(R"(hosts:
+  node: {{ssh: "nobody@127.0.0.1:{}", host_key: accept-new}})",
+                          closed),
+              "node");
+  sweep.write("  - name: nowhere", "  - {name: single, kind: single_stream, runs: 1, max_tokens: 8}", "1s", 10);
+  auto started = std::chrono::steady_clock::now();
+  int code = sweep.run({"--out", sweep.out().string(), "--retries", "1"});
+  auto took = std::chrono::steady_clock::now() - started;
+  INFO(sweep.output());
+  CHECK(code == 1);
+  auto result = read_json(sweep.out() / "variants/nowhere/result.json");
+  CHECK(result["status"] == "failed");
+  CHECK(result["attempt"] == 2);
+  CHECK(result["failure"]["phase"] == "connect");
+  CHECK(result["failure"]["kind"] == "unreachable");
+  CHECK(result["reason"].get<std::string>().find("Connection refused") != std::string::npos);
+  CHECK(journal_has(sweep.out(), "variant_retry", "nowhere"));
+  // The first retry waits 5 s.
+  CHECK(took >= std::chrono::seconds{5});
 }

@@ -125,8 +125,9 @@ FinishedRow ok_row(std::string variant, double load_s, std::string tok_s, std::s
       std::move(variant), true, "", load_s, {{"1-stream tok/s", std::move(tok_s)}, {"accept", std::move(accept)}}};
 }
 
-RunHeader header(int variants, std::optional<std::chrono::seconds> estimate = std::nullopt) {
-  return RunHeader{"eagle3-sweep", variants, "results/eagle3-sweep/1", estimate, {}};
+RunHeader header(int variants, std::optional<std::chrono::seconds> estimate = std::nullopt,
+                 std::vector<std::string> plan = {}) {
+  return RunHeader{"eagle3-sweep", variants, "results/eagle3-sweep/1", estimate, {}, std::move(plan)};
 }
 
 } // namespace
@@ -144,7 +145,7 @@ TEST_CASE("plain display: timestamped lines, thinned") {
   Capture out;
   FakeClock clock;
   auto display = make_display(out.file(), Verbosity::normal, false, clock.fn());
-  display->run_started(header(2, 45min));
+  display->run_started(header(2, 45min, {"on node1: baseline, eagle3", "at most 2h"}));
   display->phase("baseline", 1, 2, "cleanup");
   clock.now += 2s;
   display->phase("baseline", 1, 2, "launch");
@@ -179,6 +180,8 @@ TEST_CASE("plain display: timestamped lines, thinned") {
 
   CHECK(out.all() ==
         "[20:01:31] eagle3-sweep: 2 variants, results in results/eagle3-sweep/1, estimated 45m (until about 20:46)\n"
+        "  on node1: baseline, eagle3\n"
+        "  at most 2h\n"
         "[20:01:31] [1/2] baseline: cleanup\n"
         "[20:01:33] [1/2] baseline: launch\n"
         "[20:01:36] [1/2] baseline: load\n"

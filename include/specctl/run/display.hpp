@@ -33,6 +33,8 @@ struct RunHeader {
   // size its first column before the first row; names not listed still fit, later
   // rows just stick out.
   std::vector<std::string> variant_names;
+  // The plan in a few lines (variants and hosts, benchmarks, the time bound), printed under the header.
+  std::vector<std::string> plan;
 };
 
 // One finished variant, a row of the table of finished variants.
