@@ -20,6 +20,8 @@ constexpr std::size_t k_log_chunk = 1024 * 1024;
 constexpr util::Duration k_health_request_timeout = std::chrono::seconds{5};
 constexpr util::Duration k_health_connect_timeout = std::chrono::seconds{2};
 constexpr int k_max_failed_polls = 5;
+// How long to keep reading after a fatal line for the exit code and the specific cause.
+constexpr util::Duration k_fatal_settle = std::chrono::seconds{3};
 
 std::string excerpt(const std::vector<std::string>& tail) {
   if (tail.empty()) {
@@ -100,6 +102,23 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
   std::string url = server.base_url() + config.health.path.value_or(tmpl.health_path);
   std::string label = fmt::format("{}: loading {}", host.describe(), server.tag);
 
+  // After a fatal line the server usually dies within moments, printing the
+  // specific cause last (a traceback ends with the exception): keep reading a
+  // little to report its exit code and the most specific fatal line.
+  struct Fatal {
+    std::string line;
+    std::size_t pattern = 0;
+    Clock::time_point settle_until;
+  };
+  std::optional<Fatal> fatal;
+  auto note_fatal = [&](const std::string& line, std::size_t pattern) {
+    if (!fatal) {
+      fatal = Fatal{strip_ansi(line), pattern, Clock::now() + k_fatal_settle};
+    } else if (pattern < fatal->pattern) {
+      fatal->line = strip_ansi(line);
+      fatal->pattern = pattern;
+    }
+  };
   auto fail = [&](std::string why, ErrorKind kind) {
     report.log_tail = lines.tail();
     return std::unexpected(Error(fmt::format("{}: {}\n{}", host.describe(), why, excerpt(report.log_tail)), kind));
@@ -127,7 +146,8 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
     for (const auto& line : lines.feed(poll->log_bytes)) {
       auto facts = matcher.classify(line);
       if (facts.fatal) {
-        return fail(fmt::format("the server failed while loading: {}", strip_ansi(line)), ErrorKind::failed);
+        note_fatal(line, *facts.fatal_pattern);
+        continue;
       }
       ready_line = ready_line || facts.ready;
       if (facts.milestone) {
@@ -151,14 +171,33 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
       auto rest = remote::read_file_from(host, server.files.log(), lines.offset(), k_log_chunk);
       if (rest) {
         for (const auto& line : lines.feed(*rest)) {
-          if (matcher.classify(line).fatal) {
-            return fail(fmt::format("the server failed while loading: {}", strip_ansi(line)), ErrorKind::failed);
+          if (auto facts = matcher.classify(line); facts.fatal) {
+            note_fatal(line, *facts.fatal_pattern);
           }
         }
       }
-      std::string how = poll->exit_code ? fmt::format("exited with code {}", *poll->exit_code) : "was killed";
+      // The poll read the exit file before it looked at the process: a shell that wrote
+      // the code and ended in between reads as killed unless the file is read again.
+      std::optional<int> code = poll->exit_code;
+      if (!code) {
+        if (auto again = remote::read_exit_code(host, server.files); again) {
+          code = *again;
+        }
+      }
+      std::string how = code ? fmt::format("exited with code {}", *code) : "was killed";
+      if (fatal) {
+        return fail(fmt::format("the server failed while loading ({}): {}", how, fatal->line), ErrorKind::failed);
+      }
       return fail(fmt::format("the server {} while loading (after {})", how, util::format_duration(since(start))),
                   ErrorKind::failed);
+    }
+    if (fatal && Clock::now() >= fatal->settle_until) {
+      // Still running after its fatal line (a hung engine): fail now, teardown stops it.
+      return fail(fmt::format("the server failed while loading (still running): {}", fatal->line), ErrorKind::failed);
+    }
+    if (fatal) {
+      detail::sleep_for(detail::k_process_poll, cancel);
+      continue;
     }
     if (Clock::now() >= next_health) {
       next_health = Clock::now() + config.health.interval;

@@ -68,8 +68,11 @@ LineFacts LogMatcher::classify(std::string_view raw) const {
   for (const auto& re : m_ready) {
     facts.ready = facts.ready || std::regex_search(line, re);
   }
-  for (const auto& re : m_fatal) {
-    facts.fatal = facts.fatal || std::regex_search(line, re);
+  for (std::size_t i = 0; i < m_fatal.size() && !facts.fatal; ++i) {
+    if (std::regex_search(line, m_fatal[i])) {
+      facts.fatal = true;
+      facts.fatal_pattern = i;
+    }
   }
   std::smatch m;
   if (m_progress && std::regex_search(line, m, *m_progress)) {

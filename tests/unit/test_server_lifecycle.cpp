@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "../support/lifecycle_ssh_support.hpp"
+
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
@@ -88,27 +90,7 @@ struct SimSandbox {
 
   // A server configuration through the real experiment loader and the specsim template.
   server::ServerConfig config(const std::string& knobs, const std::string& extra = "") {
-    auto file = dir / "experiment.yaml";
-    std::ofstream(file) << fmt::format(R"(name: life
-server:
-  template: specsim
-  model: /models/sim
-  port: {}
-  knobs: {{tp: 2, sim_gpu_dir: {}, {}}}
-  health: {{timeout: 60s, interval: 200ms, stall: 20s}}
-  cleanup: {{grace: 2s, timeout: 10s}}
-{}
-variants: [{{name: v}}]
-benchmarks: [{{name: s, kind: single_stream}}]
-)",
-                                       port, (dir / "gpus").string(), knobs, extra);
-    util::Diagnostics diag;
-    auto e = experiment::load_experiment(file.string(), diag);
-    for (const auto& d : diag.items()) {
-      MESSAGE(d.str());
-    }
-    REQUIRE_FALSE(diag.has_errors());
-    return e.variants.at(0).server;
+    return test::specsim_config(dir, dir / "gpus", port, knobs, extra);
   }
 
   std::expected<server::RunningServer, Error> start(const server::ServerConfig& config, const std::string& tag) {
@@ -119,9 +101,7 @@ benchmarks: [{{name: s, kind: single_stream}}]
   std::vector<std::string> tags;
 };
 
-bool any_line_contains(const std::vector<std::string>& lines, const std::string& text) {
-  return std::any_of(lines.begin(), lines.end(), [&](const auto& l) { return l.find(text) != std::string::npos; });
-}
+using test::any_line_contains;
 
 } // namespace
 
@@ -173,6 +153,7 @@ TEST_CASE("lifecycle: a crash while loading fails in seconds with the log") {
   std::string message = loaded.error().what();
   CHECK(loaded.error().kind() == ErrorKind::failed);
   CHECK(message.find("last log lines:") != std::string::npos);
+  CHECK(message.find("the server failed while loading (exited with code 1): ") != std::string::npos);
   CHECK(message.find("Traceback") != std::string::npos);
   CHECK(server::teardown(sb.host, *server, config, reporter));
 }
@@ -186,8 +167,9 @@ TEST_CASE("lifecycle: the OOM line fails the load and is quoted") {
   auto loaded = server::wait_ready(sb.host, *server, config, reporter);
   REQUIRE_FALSE(loaded);
   std::string message = loaded.error().what();
-  CHECK(message.find("the server failed while loading: ") != std::string::npos);
-  CHECK(message.find("CUDA out of memory") != std::string::npos);
+  // The specific line (the exception) is quoted with the exit code, not the traceback's first line.
+  CHECK(message.find("the server failed while loading (exited with code 1): torch.OutOfMemoryError: CUDA out of "
+                     "memory") != std::string::npos);
   CHECK(server::teardown(sb.host, *server, config, reporter));
   CHECK(remote::find_tagged(sb.host, "life-oom").value().empty());
 }
@@ -226,35 +208,12 @@ TEST_CASE("lifecycle: a port taken by someone else is refused, naming the holder
   CHECK(message.ends_with("), which specctl did not start"));
 }
 
-TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed; others are left alone") {
+TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed, others are left alone") {
   SimSandbox sb;
   auto config = sb.config("sim_load_time: 1s");
   // A server specctl did not start (no tag), whose workers outlive it the way SGLang's schedulers do.
   auto argv = server::render_launch(sb.config("sim_load_time: 0.2s, sim_fault: [orphan-workers]"), {k_bindir}).argv;
-  auto started = sb.host.exec(fmt::format("setsid {} > {}/stray.log 2>&1 < /dev/null & echo $!",
-                                          util::shell_join(argv), sb.dir.string()));
-  REQUIRE(started);
-  int parent = std::atoi(started->out.c_str());
-  REQUIRE(parent > 1);
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  // Workers register as soon as they start and take their memory during the load: wait for all of it.
-  auto loaded = [&] {
-    auto snapshot = server::query_gpus(sb.host, std::nullopt).value();
-    return snapshot.apps.size() == 2 && std::all_of(snapshot.apps.begin(), snapshot.apps.end(), [](const auto& app) {
-             return app.used_mib.value_or(0) > 10'000;
-           });
-  };
-  while (!loaded() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-  REQUIRE(loaded());
-  ::kill(parent, SIGKILL);
-  while (remote::is_alive(sb.host, parent).value() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
-  auto orphans = server::query_gpus(sb.host, std::nullopt);
-  REQUIRE(orphans);
-  REQUIRE(orphans->apps.size() == 2);
+  test::orphan_workers(sb.host, argv, sb.dir / "stray.log");
   util::RecordingReporter reporter;
 
   SUBCASE("outside the policy: reported, never killed") {

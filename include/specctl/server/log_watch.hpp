@@ -25,6 +25,9 @@ struct LoadProgress {
 struct LineFacts {
   bool ready = false;
   bool fatal = false;
+  // Which fatal pattern matched first, in the template's order: templates list
+  // the specific ones ("CUDA out of memory") before the generic ("Traceback").
+  std::optional<std::size_t> fatal_pattern;
   std::optional<LoadProgress> progress;
   std::optional<std::string> milestone;
   std::vector<std::pair<std::string, double>> metrics;
