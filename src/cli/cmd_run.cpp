@@ -64,7 +64,8 @@ int run(const RunArgs& args) {
   options.out_dir = options.resume ? std::filesystem::path(args.resume)
                     : args.out.empty() ? run::default_out_dir(*experiment, std::chrono::system_clock::now())
                                        : std::filesystem::path(args.out);
-  options.history_dir = std::filesystem::path("results") / experiment->name;
+  // Earlier runs are the result folder's siblings (results/<experiment>/ by default).
+  options.history_dir = options.out_dir.parent_path().empty() ? std::filesystem::path(".") : options.out_dir.parent_path();
   if (!args.only.empty()) {
     options.only = args.only;
   }

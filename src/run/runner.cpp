@@ -906,7 +906,8 @@ void stop_leftovers(const experiment::Experiment& experiment, const std::vector<
 }
 
 // From the durations earlier runs recorded for these variants; nullopt when none did.
-std::optional<std::chrono::seconds> estimate_from_history(const std::filesystem::path& history,
+std::optional<std::chrono::seconds> estimate_from_history(const std::string& experiment,
+                                                          const std::filesystem::path& history,
                                                           const std::filesystem::path& current,
                                                           const std::vector<std::string>& variants) {
   std::error_code ec;
@@ -915,7 +916,13 @@ std::optional<std::chrono::seconds> estimate_from_history(const std::filesystem:
   }
   std::vector<std::filesystem::path> runs;
   for (const auto& entry : std::filesystem::directory_iterator(history, ec)) {
-    if (entry.is_directory() && entry.path() != current) {
+    if (!entry.is_directory() || entry.path() == current) {
+      continue;
+    }
+    // Only runs of the same experiment: a sibling folder may hold anything.
+    std::ifstream in(ResultPaths{entry.path()}.run_info());
+    auto info = in ? json::parse(in, nullptr, false) : json();
+    if (info.is_object() && info.value("experiment", "") == experiment) {
       runs.push_back(entry.path());
     }
   }
@@ -1060,7 +1067,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
 
   std::optional<std::chrono::seconds> estimate;
   if (options.history_dir) {
-    estimate = estimate_from_history(*options.history_dir, options.out_dir, outcome.variants);
+    estimate = estimate_from_history(experiment.name, *options.history_dir, options.out_dir, outcome.variants);
   }
   display.run_started(RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate,
                                 outcome.variants, plan_lines(experiment, selected)});
