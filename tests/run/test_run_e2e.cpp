@@ -204,6 +204,13 @@ void check_complete_variant(const std::filesystem::path& out, const std::string&
   CHECK(std::count(requests.begin(), requests.end(), '\n') >= 20);
 }
 
+// The experiment's hosts block for the test sshd, as host "node".
+std::string ssh_hosts(const specctl::test::TestSshd& sshd) {
+  return fmt::format(R"(hosts:
+  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
+                     sshd.user(), sshd.port(), sshd.user_key().string(), sshd.known_hosts().string());
+}
+
 } // namespace
 
 TEST_CASE("a local sweep writes every file, keeps going past a crashing variant and reads accept length") {
@@ -361,11 +368,7 @@ TEST_CASE("--resume refuses a changed experiment unless --force") {
 
 TEST_CASE("a sweep over SSH: every file, accept length, the server log copied back") {
   auto sshd = specctl::test::require_sshd();
-  std::string hosts = fmt::format(R"(hosts:
-  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
-                                  sshd->user(), sshd->port(), sshd->user_key().string(),
-                                  sshd->known_hosts().string());
-  Sweep sweep(hosts, "node");
+  Sweep sweep(ssh_hosts(*sshd), "node");
   sweep.write(R"(  - name: baseline
   - name: eagle3
     knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1, spec_draft_tokens: 3})",
@@ -387,11 +390,7 @@ TEST_CASE("a sweep over SSH: every file, accept length, the server log copied ba
 
 TEST_CASE("kill -9 during a load over SSH, then --resume: the resumed run stops the left server") {
   auto sshd = specctl::test::require_sshd();
-  std::string hosts = fmt::format(R"(hosts:
-  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
-                                  sshd->user(), sshd->port(), sshd->user_key().string(),
-                                  sshd->known_hosts().string());
-  Sweep sweep(hosts, "node");
+  Sweep sweep(ssh_hosts(*sshd), "node");
   sweep.write("  - name: first\n  - name: second", k_quick_benchmarks, "30s", 5);
   kill_and_resume(sweep, "load");
 }

@@ -1,3 +1,5 @@
+#include "../support/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <specctl/remote/host_ops.hpp>
@@ -18,21 +20,10 @@ using namespace specctl::remote;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+using specctl::test::TempDir;
+
 namespace {
 
-// A temporary directory removed when the test ends, whatever happens.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("specctl-test-" + std::to_string(getpid()) + "-" +
-                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // Polls `condition` until it holds or `limit` passes.
 template <typename F> bool eventually(F condition, std::chrono::milliseconds limit = 10s) {
@@ -74,7 +65,7 @@ TEST_CASE("local exec") {
   }
   SUBCASE("a timeout kills the whole group") {
     TempDir dir;
-    auto pid_file = (dir.path / "bg.pid").string();
+    auto pid_file = (dir / "bg.pid").string();
     auto r = host.exec("sleep 30 & echo $! > " + pid_file + "; sleep 30", 500ms);
     REQUIRE(r);
     CHECK(r->timed_out);
@@ -91,7 +82,7 @@ TEST_CASE("local exec") {
 TEST_CASE("detached launch, liveness, tags, signals and exit codes") {
   LocalHost host;
   TempDir dir;
-  RunFiles files{(dir.path / "run").string()};
+  RunFiles files{(dir / "run").string()};
   DetachSpec spec{{"/bin/sh", "-c", "echo \"started $GREETING\"; sleep 1 & sleep 30"},
                   {{"GREETING", "it's $(not run)"}},
                   files.dir,
@@ -129,7 +120,7 @@ TEST_CASE("detached launch, liveness, tags, signals and exit codes") {
 TEST_CASE("a detached command's exit code is recorded") {
   LocalHost host;
   TempDir dir;
-  RunFiles files{(dir.path / "run").string()};
+  RunFiles files{(dir / "run").string()};
   auto pid = start_detached(host, {{"/bin/sh", "-c", "exit 7"}, {}, files.dir, "exit-tag"});
   REQUIRE(pid);
   CHECK(eventually([&] { return read_exit_code(host, files).value() == 7; }));
@@ -161,17 +152,17 @@ TEST_CASE("port holders") {
 TEST_CASE("copy back and host facts") {
   LocalHost host;
   TempDir dir;
-  auto source = dir.path / "source.log";
+  auto source = dir / "source.log";
   std::string content(300'000, 'q');
   content += "\nend it's done\n";
   std::ofstream(source, std::ios::binary) << content;
-  auto target = dir.path / "copy.log";
+  auto target = dir / "copy.log";
   REQUIRE(copy_back(host, source.string(), target.string()));
   std::ifstream in(target, std::ios::binary);
   std::string copied((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(copied == content);
   CHECK_FALSE(fs::exists(target.string() + ".part"));
-  auto missing = copy_back(host, (dir.path / "nope").string(), target.string());
+  auto missing = copy_back(host, (dir / "nope").string(), target.string());
   REQUIRE_FALSE(missing);
   CHECK(std::string(missing.error().what()).starts_with("local: cannot copy "));
 

@@ -1,3 +1,5 @@
+#include "../support/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <specctl/run/command_bench.hpp>
@@ -13,21 +15,10 @@ using namespace specctl;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+using specctl::test::TempDir;
+
 namespace {
 
-// A temporary directory removed when the test ends, whatever happens.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("specctl-test-cmd-" + std::to_string(getpid()) + "-" +
-                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 constexpr util::Duration k_shell_timeout = 10s;
 
@@ -100,7 +91,7 @@ TEST_CASE("fill_command") {
 // placeholder sits, and nothing in them runs.
 TEST_CASE("fill_command quoting through /bin/sh") {
   TempDir dir;
-  const std::string pwned = (dir.path / "pwned").string();
+  const std::string pwned = (dir / "pwned").string();
   const std::vector<std::string> values = {
       "'; touch " + pwned + "; '",
       "$(touch " + pwned + ")",
