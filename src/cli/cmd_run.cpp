@@ -105,7 +105,7 @@ Action setup_run(CLI::App& command) {
   command.add_flag("--fail-fast", args->fail_fast, "Stop the sweep at the first failed variant");
   command.add_flag("--force", args->force, "Resume even though the experiment file changed");
   command.add_flag("--quiet", args->quiet, "Only errors, finished variants and the final table");
-  command.add_flag("--verbose", args->verbose, "Every message, including the servers' own");
+  command.add_flag("--verbose", args->verbose, "Every message, informational ones included");
   command.add_option("--state-dir", args->state_dir,
                      "Where servers keep their pid and log files on each host (default $HOME/.specctl/servers)");
   return [args] { return run(*args); };

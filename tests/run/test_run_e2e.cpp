@@ -417,3 +417,16 @@ TEST_CASE("an unreachable host is retried with backoff, then recorded as unreach
   // The first retry waits 5 s.
   CHECK(took >= std::chrono::seconds{5});
 }
+
+TEST_CASE("--fail-fast stops the sweep at the first failed variant") {
+  Sweep sweep;
+  sweep.write("  - name: crashy\n    knobs: {sim_fault: [crash-load]}\n  - name: never",
+              "  - {name: single, kind: single_stream, runs: 1, max_tokens: 8}", "1s", 10);
+  int code = sweep.run({"--out", sweep.out().string(), "--fail-fast"});
+  INFO(sweep.output());
+  CHECK(code == 1);
+  CHECK(read_json(sweep.out() / "variants/crashy/result.json")["status"] == "failed");
+  CHECK_FALSE(std::filesystem::exists(sweep.out() / "variants/never/result.json"));
+  CHECK_FALSE(journal_has(sweep.out(), "variant_started", "never"));
+  CHECK(st::read_file(sweep.out() / "summary.md").find("| never   | not run") != std::string::npos);
+}
