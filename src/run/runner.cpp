@@ -325,6 +325,9 @@ public:
       failure = f;
     } catch (const Error& e) {
       failure = PhaseFailure{m_phase, e};
+    } catch (const std::exception& e) {
+      // Whatever went wrong, the server must not be left holding the GPUs.
+      failure = PhaseFailure{m_phase, Error(fmt::format("internal error: {}", e.what()))};
     }
     if (m_server) {
       tear_down();
@@ -744,6 +747,7 @@ private:
     for (int attempt = 0; attempt <= std::max(m_s.options.retries, 1); ++attempt) {
       if (attempt > 0) {
         m_s.pool.drop(m_result["host"]);
+        m_host = nullptr;
         std::this_thread::sleep_for(std::min<util::Duration>(m_s.options.retry_backoff * attempt, k_max_backoff));
         auto host = m_s.pool.get(m_result["host"]);
         if (!host) {
