@@ -8,11 +8,6 @@ namespace specctl::run {
 
 namespace {
 
-// NaN and infinity are not JSON: a figure that could not be measured is null.
-nlohmann::json number(double value) {
-  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
-}
-
 // j[k1][k2]... without creating anything: null when any step is missing.
 const nlohmann::json& dig(const nlohmann::json& j, std::initializer_list<std::string_view> keys) {
   static const nlohmann::json k_null;
@@ -143,6 +138,10 @@ std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
 
 } // namespace
 
+nlohmann::json finite_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
 std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant) {
   std::ifstream in(paths.result(variant));
   if (!in) {
@@ -158,29 +157,29 @@ std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::s
 nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
   const auto& level = result.level;
   return {
-      {"output_tok_s", number(result.mean)},
-      {"output_tok_s_median", number(result.median)},
-      {"output_tok_s_stdev", number(result.stdev)},
+      {"output_tok_s", finite_or_null(result.mean)},
+      {"output_tok_s_median", finite_or_null(result.median)},
+      {"output_tok_s_stdev", finite_or_null(result.stdev)},
       {"runs", result.runs.size()},
-      {"ttft_ms", number(level.ttft_ms.mean)},
-      {"tpot_ms", number(level.tpot_ms.mean)},
-      {"e2e_ms", number(level.e2e_ms.mean)},
-      {"error_rate", number(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+      {"ttft_ms", finite_or_null(level.ttft_ms.mean)},
+      {"tpot_ms", finite_or_null(level.tpot_ms.mean)},
+      {"e2e_ms", finite_or_null(level.e2e_ms.mean)},
+      {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
   };
 }
 
 nlohmann::json level_metrics(const bench::LevelResult& level) {
   nlohmann::json out = {
-      {"output_tok_s", number(level.output_tok_s)},
-      {"request_s", number(level.request_s)},
-      {"error_rate", number(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+      {"output_tok_s", finite_or_null(level.output_tok_s)},
+      {"request_s", finite_or_null(level.request_s)},
+      {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
   };
   const std::pair<const char*, const bench::Summary*> latencies[] = {
       {"ttft", &level.ttft_ms}, {"tpot", &level.tpot_ms}, {"itl", &level.itl_ms}, {"e2e", &level.e2e_ms}};
   for (const auto& [name, summary] : latencies) {
-    out[fmt::format("{}_p50_ms", name)] = number(summary->p50);
-    out[fmt::format("{}_p90_ms", name)] = number(summary->p90);
-    out[fmt::format("{}_p99_ms", name)] = number(summary->p99);
+    out[fmt::format("{}_p50_ms", name)] = finite_or_null(summary->p50);
+    out[fmt::format("{}_p90_ms", name)] = finite_or_null(summary->p90);
+    out[fmt::format("{}_p99_ms", name)] = finite_or_null(summary->p99);
   }
   return out;
 }

@@ -44,6 +44,9 @@ struct ResultPaths {
   }
 };
 
+// NaN and infinity are not JSON: a figure that could not be measured is null.
+nlohmann::json finite_or_null(double value);
+
 // A variant's result.json, or nullopt when it is missing or unreadable (a
 // run killed before writing it).
 std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant);

@@ -1,0 +1,146 @@
+#pragma once
+
+// Private to src/run: what the runner shares with each variant it runs.
+
+#include <specctl/experiment/connect.hpp>
+#include <specctl/experiment/experiment.hpp>
+#include <specctl/experiment/plan.hpp>
+#include <specctl/remote/host.hpp>
+#include <specctl/run/display.hpp>
+#include <specctl/run/journal.hpp>
+#include <specctl/run/runner.hpp>
+#include <specctl/util/atomic_file.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace specctl::run::detail {
+
+// Retries back off exponentially up to this.
+inline constexpr util::Duration k_max_backoff = std::chrono::minutes{2};
+
+// Sleeps, waking early when `stop` is set. True when stopped.
+bool sleep_or_stop(util::Duration duration, const std::atomic<bool>* stop);
+
+class HostPool {
+public:
+  explicit HostPool(const experiment::Experiment& experiment) : m_experiment(experiment) {}
+
+  std::expected<remote::Host*, Error> get(const std::string& name) {
+    std::lock_guard lock(m_mutex);
+    if (auto it = m_hosts.find(name); it != m_hosts.end()) {
+      return it->second.get();
+    }
+    experiment::HostSpec spec;
+    if (auto it = m_experiment.hosts.find(name); it != m_experiment.hosts.end()) {
+      spec = it->second;
+    } else if (!name.empty() && name != "local") {
+      return std::unexpected(Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
+    }
+    auto host = experiment::connect_host(spec);
+    if (!host) {
+      return std::unexpected(host.error());
+    }
+    return (m_hosts[name] = std::move(*host)).get();
+  }
+
+  // Forgets a connection that failed for good, so the next get() opens a new one.
+  void drop(const std::string& name) {
+    std::lock_guard lock(m_mutex);
+    m_hosts.erase(name);
+  }
+
+private:
+  const experiment::Experiment& m_experiment;
+  std::mutex m_mutex;
+  std::map<std::string, std::unique_ptr<remote::Host>> m_hosts;
+};
+
+// provenance.json: what was run where, rewritten atomically as it grows.
+class Provenance {
+public:
+  Provenance(std::filesystem::path path, const experiment::Experiment& experiment) : m_path(std::move(path)) {
+    std::ifstream in(m_path);
+    if (in) {
+      auto earlier = nlohmann::json::parse(in, nullptr, false);
+      if (earlier.is_object()) {
+        m_doc = earlier;
+      }
+    }
+    m_doc["format"] = "specctl-provenance";
+    m_doc["version"] = k_results_version;
+    m_doc["specctl_version"] = SPECCTL_VERSION;
+    m_doc["experiment"] = {{"name", experiment.name},
+                           {"file", experiment.file},
+                           {"content_hash", experiment.content_hash}};
+    if (!m_doc.contains("hosts")) {
+      m_doc["hosts"] = nlohmann::json::object();
+    }
+    if (!m_doc.contains("variants")) {
+      m_doc["variants"] = nlohmann::json::object();
+    }
+  }
+
+  bool has_host(const std::string& name) {
+    std::lock_guard lock(m_mutex);
+    return m_doc["hosts"].contains(name);
+  }
+  void set_host(const std::string& name, nlohmann::json facts) {
+    std::lock_guard lock(m_mutex);
+    m_doc["hosts"][name] = std::move(facts);
+    write_locked();
+  }
+  std::optional<std::string> engine_version(const std::string& key) {
+    std::lock_guard lock(m_mutex);
+    if (auto it = m_versions.find(key); it != m_versions.end()) {
+      return it->second;
+    }
+    return std::nullopt;
+  }
+  void set_engine_version(const std::string& key, std::string version) {
+    std::lock_guard lock(m_mutex);
+    m_versions[key] = std::move(version);
+  }
+  void set_variant(const std::string& name, nlohmann::json entry) {
+    std::lock_guard lock(m_mutex);
+    m_doc["variants"][name] = std::move(entry);
+    write_locked();
+  }
+
+private:
+  void write_locked() {
+    if (auto written = util::write_file_atomic(m_path, m_doc.dump(2) + "\n"); !written) {
+      throw written.error();
+    }
+  }
+  std::filesystem::path m_path;
+  std::mutex m_mutex;
+  nlohmann::json m_doc = nlohmann::json::object();
+  std::map<std::string, std::string> m_versions;
+};
+
+// Everything a variant's run shares with the sweep.
+struct VariantContext {
+  const experiment::Experiment& experiment;
+  const RunOptions& options;
+  const ResultPaths& paths;
+  Journal& journal;
+  Display& display;
+  HostPool& pool;
+  Provenance& provenance;
+};
+
+// One attempt at a variant, from connect to teardown: its result document
+// (status ok, failed or interrupted). `transient` says whether trying again may help.
+nlohmann::ordered_json run_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
+                                   int index, int total, int attempt, bool& transient);
+
+} // namespace specctl::run::detail

@@ -1,0 +1,693 @@
+#include "run_context.hpp"
+
+#include <specctl/bench/bench.hpp>
+#include <specctl/bench/prompts.hpp>
+#include <specctl/bench/report.hpp>
+#include <specctl/remote/host_ops.hpp>
+#include <specctl/remote/local_host.hpp>
+#include <specctl/run/command_bench.hpp>
+#include <specctl/run/results.hpp>
+#include <specctl/run/server_metrics.hpp>
+#include <specctl/server/lifecycle.hpp>
+#include <specctl/util/atomic_file.hpp>
+#include <specctl/util/shell.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace specctl::run::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+// A benchmark window of a server log larger than this is scanned from its end.
+constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
+// The warmup request: enough tokens to go through prefill and decode once.
+constexpr int k_warmup_tokens = 16;
+// By experiment::BenchmarkKind.
+constexpr const char* k_kind_names[] = {"single_stream", "concurrency", "rate", "command"};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string error_kind_name(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::timed_out:
+    return "timed_out";
+  case ErrorKind::bad_input:
+    return "bad_input";
+  case ErrorKind::interrupted:
+    return "interrupted";
+  case ErrorKind::unreachable:
+    return "unreachable";
+  case ErrorKind::failed:
+    break;
+  }
+  return "failed";
+}
+
+// Why a variant attempt stopped: the phase and the error.
+struct PhaseFailure {
+  std::string phase;
+  Error error;
+};
+
+template <typename T>
+T must(std::expected<T, Error> value, const std::string& phase) {
+  if (!value) {
+    throw PhaseFailure{phase, value.error()};
+  }
+  return std::move(*value);
+}
+
+inline void must(std::expected<void, Error> value, const std::string& phase) {
+  if (!value) {
+    throw PhaseFailure{phase, value.error()};
+  }
+}
+
+
+std::string trimmed(const std::string& text) {
+  auto begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) {
+    return {};
+  }
+  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+std::string random_suffix() {
+  std::random_device random;
+  return fmt::format("{:04x}", random() & 0xffff);
+}
+
+// Connections to the experiment's hosts, opened on first use and kept for the
+
+json facts_to_json(const remote::Host& host, const remote::HostFacts& facts) {
+  return {{"description", host.describe()},
+          {"hostname", facts.hostname},
+          {"kernel", facts.kernel},
+          {"gpu_count", facts.gpus.size()},
+          {"gpus", facts.gpus},
+          {"driver", facts.driver},
+          {"cuda", facts.cuda},
+          {"free_disk_mib", facts.free_disk_mib ? json(*facts.free_disk_mib) : json(nullptr)}};
+}
+
+std::optional<std::uint64_t> log_size(remote::Host& host, const std::string& path) {
+  auto result = host.exec(fmt::format("wc -c < {} 2>/dev/null || echo 0", util::shell_quote(path)));
+  if (!result || result->exit_code != 0) {
+    return std::nullopt;
+  }
+  try {
+    return std::stoull(result->out);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<std::string> log_tail(remote::Host& host, const std::string& path) {
+  auto result = host.exec(fmt::format("tail -n 20 {} 2>/dev/null", util::shell_quote(path)));
+  std::vector<std::string> lines;
+  if (result) {
+    std::istringstream in(result->out);
+    std::string line;
+    while (std::getline(in, line)) {
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
+
+json server_metrics_json(const std::vector<ServerMetric>& metrics) {
+  json out = json::object();
+  for (const auto& m : metrics) {
+    out[m.name] = {{"samples", m.samples}, {"mean", finite_or_null(m.mean)}, {"min", finite_or_null(m.min)},
+                   {"max", finite_or_null(m.max)}, {"last", finite_or_null(m.last)}};
+  }
+  return out;
+}
+
+bench::Endpoint to_bench(experiment::Endpoint endpoint) {
+  return endpoint == experiment::Endpoint::chat ? bench::Endpoint::chat : bench::Endpoint::completions;
+}
+
+bench::PromptSource prompt_source(const experiment::PromptSpec& spec, const std::filesystem::path& base) {
+  bench::PromptSource source;
+  if (spec.file) {
+    source.kind = bench::PromptKind::file;
+    std::filesystem::path file(*spec.file);
+    source.path = file.is_relative() ? (base / file).string() : file.string();
+  } else if (spec.synthetic_input_tokens) {
+    source.kind = bench::PromptKind::synthetic;
+    source.input_tokens = *spec.synthetic_input_tokens;
+  } else if (!spec.inline_prompts.empty()) {
+    source.kind = bench::PromptKind::inline_texts;
+    source.texts = spec.inline_prompts;
+  } else if (spec.builtin == "long") {
+    source.kind = bench::PromptKind::long_set;
+  }
+  return source;
+}
+
+void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std::string& out) {
+  for (const auto& record : level.records) {
+    out += bench::request_to_json(record, phase).dump(-1, ' ', false, json::error_handler_t::replace);
+    out += '\n';
+  }
+}
+
+class VariantRun {
+public:
+  using Shared = VariantContext;
+
+  VariantRun(const Shared& shared, const experiment::PlannedVariant& planned, int index, int total, int attempt)
+      : m_s(shared), m_planned(planned), m_variant(*planned.variant), m_config(planned.variant->server),
+        m_index(index), m_total(total), m_attempt(attempt), m_reporter(shared.display.reporter_for(m_variant.name)) {}
+
+  // The variant's result document; `transient` says whether trying again may help.
+  ordered run(bool& transient) {
+    m_result["format"] = k_result_format;
+    m_result["version"] = k_results_version;
+    m_result["variant"] = m_variant.name;
+    m_result["description"] = m_variant.description;
+    m_result["host"] = m_config.host.empty() ? "local" : m_config.host;
+    m_result["attempt"] = m_attempt;
+    m_result["started"] = utc_timestamp(std::chrono::system_clock::now());
+    m_result["phases"] = ordered::object();
+    m_result["benchmarks"] = ordered::object();
+    m_result["flags"] = ordered::array();
+    m_result["warnings"] = ordered::array();
+    auto started = Clock::now();
+    std::optional<PhaseFailure> failure;
+    try {
+      execute();
+    } catch (const PhaseFailure& f) {
+      failure = f;
+    } catch (const Error& e) {
+      failure = PhaseFailure{m_phase, e};
+    } catch (const std::exception& e) {
+      // Whatever went wrong, the server must not be left holding the GPUs.
+      failure = PhaseFailure{m_phase, Error(fmt::format("internal error: {}", e.what()))};
+    }
+    if (m_server) {
+      tear_down();
+    }
+    copy_log();
+    if (failure) {
+      record_failure(*failure);
+      transient = failure->error.unreachable() || (failure->phase == "connect" && failure->error.timed_out());
+    } else if (stopped()) {
+      record_failure(PhaseFailure{m_phase, Error("interrupted", ErrorKind::interrupted)});
+      transient = false;
+    } else {
+      m_result["status"] = "ok";
+      transient = false;
+    }
+    m_result["finished"] = utc_timestamp(std::chrono::system_clock::now());
+    m_result["duration_s"] = seconds_since(started);
+    return m_result;
+  }
+
+private:
+  bool stopped() const { return m_s.options.stop != nullptr && m_s.options.stop->load(); }
+
+  void check_stop() {
+    if (stopped()) {
+      throw PhaseFailure{m_phase, Error("interrupted", ErrorKind::interrupted)};
+    }
+  }
+
+  void begin(const std::string& phase) {
+    m_phase = phase;
+    m_phase_start = Clock::now();
+    m_s.display.phase(m_variant.name, m_index, m_total, phase);
+    m_s.journal.record("phase_started", {{"variant", m_variant.name}, {"phase", phase}, {"attempt", m_attempt}});
+  }
+
+  void end(json fields = json::object()) {
+    double took = seconds_since(m_phase_start);
+    m_result["phases"][m_phase] = took;
+    fields["variant"] = m_variant.name;
+    fields["phase"] = m_phase;
+    fields["duration_s"] = took;
+    m_s.journal.record("phase_finished", std::move(fields));
+  }
+
+  void execute() {
+    begin("connect");
+    m_host = must(m_s.pool.get(m_result["host"].get<std::string>()), "connect");
+    record_provenance();
+    end();
+    check_stop();
+
+    begin("cleanup");
+    server::CleanupOptions cleanup_options;
+    cleanup_options.state_dir = m_s.options.state_dir;
+    auto cleanup = must(server::cleanup_before_launch(*m_host, m_config, cleanup_options, *m_reporter), "cleanup");
+    m_result["cleanup"] = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
+    end({{"actions", cleanup.actions}});
+    check_stop();
+
+    begin("launch");
+    std::string tag = fmt::format("{}-{}-{}", m_variant.name,
+                                  fmt::format("{:%Y%m%d%H%M%S}", fmt::localtime(std::chrono::system_clock::to_time_t(
+                                                                     std::chrono::system_clock::now()))),
+                                  random_suffix());
+    m_s.journal.record("launching", {{"variant", m_variant.name}, {"host", m_result["host"]}, {"tag", tag},
+                                     {"state_dir", m_s.options.state_dir}});
+    m_server = must(server::launch(*m_host, m_config, m_planned.launch, tag, m_s.options.state_dir), "launch");
+    m_s.journal.record("launched", {{"variant", m_variant.name},
+                                    {"host", m_result["host"]},
+                                    {"tag", tag},
+                                    {"pid", m_server->pid},
+                                    {"run_dir", m_server->files.dir}});
+    m_result["tag"] = tag;
+    m_result["server"] = {{"pid", m_server->pid}, {"run_dir", m_server->files.dir}, {"url", m_server->base_url()}};
+    end({{"tag", tag}, {"pid", m_server->pid}});
+
+    begin("load");
+    auto load = must(server::wait_ready(*m_host, *m_server, m_config, *m_reporter, m_s.options.stop), "load");
+    ordered milestones = ordered::object();
+    for (const auto& [name, at] : load.milestones) {
+      milestones[name] = std::chrono::duration<double>(at).count();
+    }
+    double load_s = std::chrono::duration<double>(load.load_time).count();
+    m_result["load"] = {{"load_s", load_s}, {"milestones", milestones}};
+    end({{"load_s", load_s}});
+    check_stop();
+
+    run_warmup();
+    for (const auto& name : m_variant.benchmarks) {
+      const auto* spec = m_s.experiment.find_benchmark(name);
+      if (spec == nullptr) {
+        continue;
+      }
+      check_stop();
+      run_benchmark(*spec);
+    }
+    flag_ineffective_speculation();
+  }
+
+  void record_provenance() {
+    const std::string host_name = m_result["host"];
+    if (!m_s.provenance.has_host(host_name)) {
+      auto facts = remote::host_facts(*m_host);
+      if (facts) {
+        m_s.provenance.set_host(host_name, facts_to_json(*m_host, *facts));
+      } else {
+        warn(fmt::format("could not read the facts of {}: {}", m_host->describe(), facts.error().what()));
+      }
+    }
+    const auto& tmpl = *m_config.tmpl;
+    json engine_version = nullptr;
+    if (!tmpl.version_command.empty()) {
+      std::string key = host_name + "\n" + tmpl.name;
+      auto known = m_s.provenance.engine_version(key);
+      if (!known) {
+        auto ran = m_host->exec(util::shell_join(tmpl.version_command) + " 2>&1", std::chrono::seconds{60});
+        std::string text = ran && ran->exit_code == 0 ? trimmed(ran->out) : std::string();
+        m_s.provenance.set_engine_version(key, text);
+        known = text;
+      }
+      if (!known->empty()) {
+        engine_version = *known;
+      }
+    }
+    json env = json::object();
+    for (const auto& [name, value] : m_planned.launch.env) {
+      env[name] = value;
+    }
+    m_s.provenance.set_variant(m_variant.name, {{"host", host_name},
+                                                {"command", m_planned.launch.shell_line()},
+                                                {"argv", m_planned.launch.argv},
+                                                {"env", env},
+                                                {"template",
+                                                 {{"name", tmpl.name},
+                                                  {"file", tmpl.file},
+                                                  {"content_hash", tmpl.content_hash}}},
+                                                {"engine_version", engine_version}});
+  }
+
+  bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label) {
+    bench::RunOptions common;
+    common.request.endpoint = to_bench(spec.endpoint);
+    common.request.max_tokens = spec.max_tokens;
+    common.request.ignore_eos = spec.ignore_eos;
+    auto base = std::filesystem::path(m_s.experiment.file).parent_path();
+    auto prompts = bench::load_prompts(prompt_source(spec.prompts, base));
+    if (!prompts) {
+      throw PhaseFailure{label, Error(prompts.error().what(), ErrorKind::bad_input)};
+    }
+    common.prompts = std::move(*prompts);
+    common.warmup = spec.warmup;
+    common.stop = m_s.options.stop;
+    if (spec.timeout > util::Duration::zero()) {
+      common.deadline = Clock::now() + spec.timeout;
+    }
+    std::string variant = m_variant.name;
+    Display* display = &m_s.display;
+    common.on_progress = [display, variant](const bench::Progress& p) { display->bench_progress(variant, p); };
+    return common;
+  }
+
+  const bench::Target& target() {
+    if (!m_target) {
+      try {
+        m_target = bench::resolve_target(bench::Target{m_server->base_url(), "", ""});
+      } catch (const Error& e) {
+        throw PhaseFailure{m_phase, e};
+      }
+    }
+    return *m_target;
+  }
+
+  void run_warmup() {
+    if (m_variant.benchmarks.empty()) {
+      return;
+    }
+    const auto* first = m_s.experiment.find_benchmark(m_variant.benchmarks.front());
+    begin("warmup");
+    experiment::BenchmarkSpec spec = first != nullptr && first->kind != experiment::BenchmarkKind::command
+                                         ? *first
+                                         : experiment::BenchmarkSpec{};
+    spec.max_tokens = std::min(spec.max_tokens, k_warmup_tokens);
+    spec.timeout = m_config.warmup_timeout;
+    bench::SingleStreamOptions options{common_options(spec, "warmup"), 1};
+    options.common.warmup = 0;
+    options.common.on_progress = nullptr;
+    auto result = bench::run_single_stream(target(), options);
+    check_stop();
+    if (result.level.completed == 0) {
+      throw PhaseFailure{"warmup", Error(fmt::format("the warmup request failed: {}", first_error(result.level)))};
+    }
+    end();
+  }
+
+  // Server metrics of the log between two offsets.
+  std::vector<ServerMetric> window_metrics(std::optional<std::uint64_t> from) {
+    if (!from) {
+      return {};
+    }
+    auto to = log_size(*m_host, m_server->files.log());
+    if (!to || *to <= *from) {
+      return {};
+    }
+    std::uint64_t start = *to - *from > k_max_window_bytes ? *to - k_max_window_bytes : *from;
+    auto bytes = remote::read_file_from(*m_host, m_server->files.log(), start, static_cast<std::size_t>(*to - start));
+    if (!bytes) {
+      warn(fmt::format("could not read the server log for its metrics: {}", bytes.error().what()));
+      return {};
+    }
+    return scan_server_metrics(m_config.tmpl->log, *bytes);
+  }
+
+  // Server metrics into a metrics object; accept_length joins the benchmark's figures.
+  void add_server_metrics(ordered& holder, const std::vector<ServerMetric>& metrics) {
+    holder["server_metrics"] = server_metrics_json(metrics);
+    for (const auto& m : metrics) {
+      if (m.name == "accept_length") {
+        holder["metrics"]["accept_length"] = finite_or_null(m.mean);
+      }
+    }
+  }
+
+  static std::string first_error(const bench::LevelResult& level) {
+    for (std::size_t k = 0; k < bench::k_failure_kinds; ++k) {
+      if (level.failures[k] > 0) {
+        return fmt::format("{} ({} x {})", level.first_error[k],
+                           bench::failure_name(static_cast<bench::FailureKind>(k)), level.failures[k]);
+      }
+    }
+    return "no request completed";
+  }
+
+  void write_requests(const std::string& benchmark, const std::string& content) {
+    if (auto written = util::write_file_atomic(m_s.paths.requests(m_variant.name, benchmark), content); !written) {
+      warn(written.error().what());
+    }
+  }
+
+  void run_benchmark(const experiment::BenchmarkSpec& spec) {
+    begin("bench " + spec.name);
+    ordered entry;
+    entry["kind"] = k_kind_names[static_cast<std::size_t>(spec.kind)];
+    entry["spec"] = spec.describe();
+    int completed = 0;
+    int failed = 0;
+    std::string why_failed;
+    bool interrupted = false;
+    std::string requests;
+    switch (spec.kind) {
+    case experiment::BenchmarkKind::single_stream: {
+      auto from = log_size(*m_host, m_server->files.log());
+      bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
+      auto result = bench::run_single_stream(target(), options);
+      entry["metrics"] = single_stream_metrics(result);
+      add_server_metrics(entry, window_metrics(from));
+      entry["result"] = bench::to_json(result);
+      completed = result.level.completed;
+      failed = result.level.failed;
+      why_failed = first_error(result.level);
+      interrupted = result.ended == bench::Ended::interrupted;
+      requests_jsonl(result.level, "single-stream", requests);
+      break;
+    }
+    case experiment::BenchmarkKind::concurrency:
+    case experiment::BenchmarkKind::rate: {
+      bool rate = spec.kind == experiment::BenchmarkKind::rate;
+      std::size_t count = rate ? spec.rates.size() : spec.levels.size();
+      entry["levels"] = ordered::array();
+      auto common = common_options(spec, m_phase);
+      for (std::size_t i = 0; i < count && !interrupted; ++i) {
+        check_stop();
+        // One level at a time, so the server's log can be read for each level's window.
+        auto from = log_size(*m_host, m_server->files.log());
+        std::vector<bench::LevelResult> levels;
+        bench::Ended ended = bench::Ended::normally;
+        auto level_common = common;
+        level_common.warmup = i == 0 ? spec.warmup : 0;
+        if (rate) {
+          bench::RateOptions options{level_common, {spec.rates[i]}, std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
+                                     spec.max_concurrency, spec.burstiness, static_cast<std::uint64_t>(i)};
+          auto result = bench::run_rate(target(), options);
+          levels = std::move(result.levels);
+          ended = result.ended;
+        } else {
+          bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
+          auto result = bench::run_concurrency(target(), options);
+          levels = std::move(result.levels);
+          ended = result.ended;
+        }
+        interrupted = ended == bench::Ended::interrupted;
+        for (auto& level : levels) {
+          ordered item;
+          item["concurrency"] = rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency)
+                                     : spec.levels[i];
+          if (rate) {
+            item["rate"] = finite_or_null(spec.rates[i]);
+          }
+          item["metrics"] = level_metrics(level);
+          add_server_metrics(item, window_metrics(from));
+          item["result"] = bench::to_json(level);
+          completed += level.completed;
+          failed += level.failed;
+          if (level.completed == 0 && why_failed.empty()) {
+            why_failed = first_error(level);
+          }
+          std::string phase = rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i]);
+          requests_jsonl(level, phase, requests);
+          entry["levels"].push_back(std::move(item));
+        }
+        if (ended == bench::Ended::timed_out) {
+          warn(fmt::format("benchmark \"{}\" reached its time limit of {}; later levels did not run", spec.name,
+                           util::format_duration(spec.timeout)));
+          break;
+        }
+      }
+      break;
+    }
+    case experiment::BenchmarkKind::command: {
+      run_command(spec, entry);
+      return;
+    }
+    }
+    write_requests(spec.name, requests);
+    entry["completed"] = completed;
+    entry["failed"] = failed;
+    entry["status"] = completed > 0 ? "ok" : "failed";
+    m_result["benchmarks"][spec.name] = entry;
+    end({{"completed", completed}, {"failed", failed}});
+    if (interrupted) {
+      check_stop();
+    }
+    if (completed == 0) {
+      throw PhaseFailure{m_phase, Error(fmt::format("every request of benchmark \"{}\" failed: {}", spec.name,
+                                                    why_failed.empty() ? "no request completed" : why_failed))};
+    }
+  }
+
+  void run_command(const experiment::BenchmarkSpec& spec, ordered& entry) {
+    bool on_host = spec.run_on == experiment::CommandWhere::host;
+    CommandContext context;
+    context.variant = m_variant.name;
+    context.model = m_config.model;
+    // The node's address as the experiment names it ("127.0.0.1" for this machine).
+    const auto& hosts = m_s.experiment.hosts;
+    auto spec_it = hosts.find(m_result["host"].get<std::string>());
+    context.host = spec_it != hosts.end() && spec_it->second.kind == experiment::HostKind::ssh
+                       ? spec_it->second.hostname
+                       : std::string("127.0.0.1");
+    context.port = on_host ? m_config.port : m_server->local_port;
+    context.url = on_host ? fmt::format("http://127.0.0.1:{}", m_config.port) : m_server->base_url();
+    remote::LocalHost local;
+    remote::Host& where = on_host ? *m_host : static_cast<remote::Host&>(local);
+    auto from = log_size(*m_host, m_server->files.log());
+    util::Duration timeout = spec.timeout > util::Duration::zero() ? spec.timeout : std::chrono::minutes{30};
+    auto outcome = must(run_command_benchmark(where, spec, context, timeout), m_phase);
+    entry["command"] = outcome.command_line;
+    entry["on"] = on_host ? "host" : "local";
+    entry["exit_code"] = outcome.exit_code;
+    entry["timed_out"] = outcome.timed_out;
+    entry["duration_s"] = outcome.duration_s;
+    entry["metrics"] = ordered::object();
+    for (const auto& [name, value] : outcome.metrics) {
+      entry["metrics"][name] = finite_or_null(value);
+    }
+    entry["problems"] = outcome.problems;
+    entry["stdout_tail"] = outcome.out_tail;
+    entry["stderr_tail"] = outcome.err_tail;
+    add_server_metrics(entry, window_metrics(from));
+    bool ok = outcome.ok();
+    entry["status"] = ok ? "ok" : "failed";
+    m_result["benchmarks"][spec.name] = entry;
+    end({{"exit_code", outcome.exit_code}});
+    if (!ok) {
+      std::string why = outcome.timed_out ? fmt::format("timed out after {}", util::format_duration(timeout))
+                        : !outcome.problems.empty() ? outcome.problems.front()
+                                                    : fmt::format("exit code {}", outcome.exit_code);
+      throw PhaseFailure{m_phase, Error(fmt::format("command benchmark \"{}\" failed: {}", spec.name, why),
+                                        outcome.timed_out ? ErrorKind::timed_out : ErrorKind::failed)};
+    }
+  }
+
+  void flag_ineffective_speculation() {
+    for (auto& [name, entry] : m_result["benchmarks"].items()) {
+      std::vector<const ordered*> holders = {&entry};
+      if (entry.contains("levels")) {
+        for (const auto& level : entry["levels"]) {
+          holders.push_back(&level);
+        }
+      }
+      for (const auto* holder : holders) {
+        if (holder->contains("metrics") && (*holder)["metrics"].contains("accept_length") &&
+            (*holder)["metrics"]["accept_length"].is_number() &&
+            speculation_ineffective((*holder)["metrics"]["accept_length"].get<double>())) {
+          m_result["flags"].push_back(
+              fmt::format("speculation does nothing: accept length {:.2f} in benchmark \"{}\"",
+                          (*holder)["metrics"]["accept_length"].get<double>(), name));
+          return;
+        }
+      }
+    }
+  }
+
+  void tear_down() {
+    auto started = Clock::now();
+    m_s.display.phase(m_variant.name, m_index, m_total, "teardown");
+    m_s.journal.record("phase_started", {{"variant", m_variant.name}, {"phase", "teardown"}});
+    // A lost connection is reopened: the server must not be left holding the GPUs.
+    std::optional<Error> last;
+    for (int attempt = 0; attempt <= std::max(m_s.options.retries, 1); ++attempt) {
+      if (attempt > 0) {
+        m_s.pool.drop(m_result["host"]);
+        m_host = nullptr;
+        std::this_thread::sleep_for(std::min<util::Duration>(m_s.options.retry_backoff * attempt, k_max_backoff));
+        auto host = m_s.pool.get(m_result["host"]);
+        if (!host) {
+          last = host.error();
+          continue;
+        }
+        m_host = *host;
+      }
+      auto report = server::teardown(*m_host, *m_server, m_config, *m_reporter);
+      if (report) {
+        m_result["teardown"] = {{"escaped", report->escaped}, {"gpus_released", report->gpus_released}};
+        m_s.journal.record("torn_down", {{"variant", m_variant.name}, {"tag", m_server->tag}});
+        last.reset();
+        break;
+      }
+      last = report.error();
+      if (!report.error().unreachable()) {
+        break;
+      }
+    }
+    if (last) {
+      m_result["teardown"] = {{"error", last->what()}};
+      warn(fmt::format("teardown failed; the server may still run (tag {}): {}", m_server->tag, last->what()));
+    }
+    m_result["phases"]["teardown"] = seconds_since(started);
+    m_s.journal.record("phase_finished", {{"variant", m_variant.name}, {"phase", "teardown"},
+                                         {"duration_s", seconds_since(started)}, {"ok", !last}});
+  }
+
+  void copy_log() {
+    if (!m_server || m_host == nullptr) {
+      return;
+    }
+    auto copied = remote::copy_back(*m_host, m_server->files.log(), m_s.paths.server_log(m_variant.name).string());
+    if (!copied) {
+      warn(fmt::format("could not copy the server log back: {}", copied.error().what()));
+    }
+  }
+
+  void record_failure(const PhaseFailure& failure) {
+    bool interrupted = failure.error.kind() == ErrorKind::interrupted;
+    m_result["status"] = interrupted ? "interrupted" : "failed";
+    std::string message = failure.error.what();
+    // The first line is the reason; the rest (log excerpts) stays in "failure".
+    m_result["reason"] = fmt::format("{}: {}", failure.phase, message.substr(0, message.find('\n')));
+    ordered f = {{"phase", failure.phase}, {"kind", error_kind_name(failure.error.kind())}, {"message", message}};
+    if (m_server && m_host != nullptr && !interrupted) {
+      f["log_tail"] = log_tail(*m_host, m_server->files.log());
+    }
+    m_result["failure"] = f;
+  }
+
+  void warn(const std::string& text) {
+    m_result["warnings"].push_back(text);
+    m_s.display.message(m_variant.name, Severity::warning, text);
+  }
+
+  Shared m_s;
+  const experiment::PlannedVariant& m_planned;
+  const experiment::Variant& m_variant;
+  const server::ServerConfig& m_config;
+  int m_index;
+  int m_total;
+  int m_attempt;
+  std::unique_ptr<util::Reporter> m_reporter;
+  ordered m_result;
+  remote::Host* m_host = nullptr;
+  std::optional<server::RunningServer> m_server;
+  std::optional<bench::Target> m_target;
+  std::string m_phase = "start";
+  Clock::time_point m_phase_start = Clock::now();
+};
+
+} // namespace
+
+ordered run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, int index, int total,
+                    int attempt, bool& transient) {
+  return VariantRun(context, planned, index, total, attempt).run(transient);
+}
+
+} // namespace specctl::run::detail
