@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
-// A benchmark window of a server log larger than this is scanned from its end.
+// The most of a benchmark window's server log that is read for its metrics.
 constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
 // The warmup request: enough tokens to go through prefill and decode once.
 constexpr int k_warmup_tokens = 16;
@@ -393,16 +393,13 @@ private:
   }
 
   // Server metrics of the log between two offsets.
+  // Server metrics of the log from `from` (its size when the window opened) to now:
+  // one read, whatever the server wrote since (up to k_max_window_bytes).
   std::vector<ServerMetric> window_metrics(std::optional<std::uint64_t> from) {
     if (!from) {
       return {};
     }
-    auto to = log_size(*m_host, m_server->files.log());
-    if (!to || *to <= *from) {
-      return {};
-    }
-    std::uint64_t start = *to - *from > k_max_window_bytes ? *to - k_max_window_bytes : *from;
-    auto bytes = remote::read_file_from(*m_host, m_server->files.log(), start, static_cast<std::size_t>(*to - start));
+    auto bytes = remote::read_file_from(*m_host, m_server->files.log(), *from, k_max_window_bytes);
     if (!bytes) {
       warn(fmt::format("could not read the server log for its metrics: {}", bytes.error().what()));
       return {};
