@@ -112,7 +112,9 @@ contains plan-probe-clean "$tmp/out" "[baseline] local: nothing to clean up"
 if command -v python3 >/dev/null; then
   python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 31000)); s.listen(1); time.sleep(20)' &
   holder=$!
-  for _ in $(seq 50); do grep -q ":7918 " /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
+  # python3 can take seconds to start on a loaded machine: wait for the listener (bounded), or say so.
+  for _ in $(seq 300); do grep -q ":7918 " /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
+  grep -q ":7918 " /proc/net/tcp || echo "note: the port holder was not listening after 30 s"
   expect plan-probe-port 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
   contains plan-probe-port-holder "$tmp/out" "left alone: port 31000 is already in use by pid $holder"
   kill "$holder" 2>/dev/null
