@@ -37,7 +37,7 @@ contains() {
   if grep -qF -- "$3" "$2"; then
     passed=$((passed + 1))
   else
-    echo "FAIL $1: no \"$3\" in:"; head -5 "$2"
+    echo "FAIL $1: no \"$3\" in:"; cat "$2"
     failed=$((failed + 1))
   fi
 }
@@ -112,9 +112,12 @@ contains plan-probe-clean "$tmp/out" "[baseline] local: nothing to clean up"
 if command -v python3 >/dev/null; then
   python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 31000)); s.listen(1); time.sleep(20)' &
   holder=$!
-  # python3 can take seconds to start on a loaded machine: wait for the listener (bounded), or say so.
-  for _ in $(seq 300); do grep -q ":7918 " /proc/net/tcp 2>/dev/null && break; sleep 0.1; done
-  grep -q ":7918 " /proc/net/tcp || echo "note: the port holder was not listening after 30 s"
+  # Wait (bounded) for the holder's listening socket: local 127.0.0.1:31000 (hex 7918) in
+  # state 0A. Any line with ":7918 " is not enough: the quickstart's closed client
+  # connections to that port linger in TIME_WAIT and would end the wait at once.
+  listening() { grep -q "0100007F:7918 00000000:0000 0A" /proc/net/tcp 2>/dev/null; }
+  for _ in $(seq 300); do listening && break; sleep 0.1; done
+  listening || echo "note: the port holder was not listening after 30 s"
   expect plan-probe-port 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
   contains plan-probe-port-holder "$tmp/out" "left alone: port 31000 is already in use by pid $holder"
   kill "$holder" 2>/dev/null
