@@ -24,6 +24,8 @@ Action setup_validate(CLI::App& command);
 Action setup_plan(CLI::App& command);
 Action setup_bench(CLI::App& command);
 Action setup_run(CLI::App& command);
+Action setup_report(CLI::App& command);
+Action setup_compare(CLI::App& command);
 
 // Loads and checks an experiment; prints every problem (file:line:col: message)
 // to stderr. nullopt when there were errors.

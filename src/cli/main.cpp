@@ -17,6 +17,10 @@ constexpr std::array k_commands = {
     CommandSpec{"plan", "Show exactly what a run would do: commands, env, cleanup, benchmarks, time", &setup_plan},
     CommandSpec{"run", "Run the sweep: every variant launched, benchmarked and torn down; results that survive the night",
                 &setup_run},
+    CommandSpec{"report", "Write the comparison report of a result folder: Markdown, CSV, JSON, HTML, JUnit",
+                &setup_report},
+    CommandSpec{"compare", "Compare two runs of the same experiment, variant by variant, with confidence intervals",
+                &setup_compare},
     CommandSpec{"bench", "Benchmark a running OpenAI-compatible server: single stream, concurrency, request rate",
                 &setup_bench},
 };

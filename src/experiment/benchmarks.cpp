@@ -329,3 +329,9 @@ std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, c
 }
 
 } // namespace specctl::experiment::detail
+
+namespace specctl::experiment {
+
+std::string_view kind_name(BenchmarkKind kind) { return detail::k_kinds.at(static_cast<std::size_t>(kind)); }
+
+} // namespace specctl::experiment

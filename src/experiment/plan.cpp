@@ -257,7 +257,17 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   }
   out["benchmarks"] = nlohmann::ordered_json::array();
   for (const auto& b : e.benchmarks) {
-    out["benchmarks"].push_back({{"name", b.name}, {"description", b.describe()}, {"timeout_s", seconds(b.timeout)}});
+    nlohmann::ordered_json j = {{"name", b.name},
+                                {"kind", kind_name(b.kind)},
+                                {"description", b.describe()},
+                                {"timeout_s", seconds(b.timeout)}};
+    if (b.kind == BenchmarkKind::concurrency) {
+      j["levels"] = b.levels;
+    }
+    if (b.kind == BenchmarkKind::rate) {
+      j["rates"] = b.rates;
+    }
+    out["benchmarks"].push_back(j);
   }
   out["expectations"] = nlohmann::ordered_json::array();
   for (const auto& x : e.report.expect) {
@@ -271,6 +281,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     }
     out["expectations"].push_back(j);
   }
+  out["report_formats"] = e.report.formats;
   out["estimate_s"] = seconds(plan.total());
   return out;
 }

@@ -76,7 +76,7 @@ public:
       }
     }
     m_doc["format"] = "specctl-provenance";
-    m_doc["version"] = k_results_version;
+    m_doc["version"] = report::k_results_version;
     m_doc["specctl_version"] = SPECCTL_VERSION;
     m_doc["experiment"] = {{"name", experiment.name},
                            {"file", experiment.file},
@@ -131,7 +131,7 @@ private:
 struct VariantContext {
   const experiment::Experiment& experiment;
   const RunOptions& options;
-  const ResultPaths& paths;
+  const report::ResultPaths& paths;
   Journal& journal;
   Display& display;
   HostPool& pool;

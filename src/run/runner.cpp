@@ -3,6 +3,7 @@
 #include "run_context.hpp"
 
 #include <specctl/experiment/plan.hpp>
+#include <specctl/report/report.hpp>
 #include <specctl/run/journal.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
@@ -37,7 +38,7 @@ FinishedRow finished_row(const experiment::Experiment& experiment, const json& r
   if (result.contains("load") && result["load"].contains("load_s") && result["load"]["load_s"].is_number()) {
     row.load_s = result["load"]["load_s"].get<double>();
   }
-  for (auto& [column, value] : summary_figures(experiment, result)) {
+  for (auto& [column, value] : report::summary_figures(experiment, result)) {
     if (column != "load s") {
       row.figures.emplace_back(column, value);
     }
@@ -130,7 +131,7 @@ std::optional<std::chrono::seconds> estimate_from_history(const std::string& exp
       continue;
     }
     // Only runs of the same experiment: a sibling folder may hold anything.
-    std::ifstream in(ResultPaths{entry.path()}.run_info());
+    std::ifstream in(report::ResultPaths{entry.path()}.run_info());
     auto info = in ? json::parse(in, nullptr, false) : json();
     if (info.is_object() && info.value("experiment", "") == experiment) {
       runs.push_back(entry.path());
@@ -140,12 +141,12 @@ std::optional<std::chrono::seconds> estimate_from_history(const std::string& exp
   std::sort(runs.rbegin(), runs.rend());
   std::map<std::string, double> known;
   for (const auto& run : runs) {
-    ResultPaths paths{run};
+    report::ResultPaths paths{run};
     for (const auto& name : variants) {
       if (known.contains(name)) {
         continue;
       }
-      if (auto result = read_result(paths, name); result && result->value("status", "") == "ok" &&
+      if (auto result = report::read_result(paths, name); result && result->value("status", "") == "ok" &&
                                                   result->contains("duration_s") && (*result)["duration_s"].is_number()) {
         known[name] = (*result)["duration_s"].get<double>();
       }
@@ -194,8 +195,7 @@ int RunOutcome::exit_code() const {
   if (interrupted) {
     return k_exit_interrupted;
   }
-  bool missed = std::any_of(expectations.begin(), expectations.end(), [](const auto& v) { return !v.met; });
-  return failed > 0 || missed ? k_exit_failures : k_exit_ok;
+  return failed > 0 || missed_expectations > 0 ? k_exit_failures : k_exit_ok;
 }
 
 std::filesystem::path default_out_dir(const experiment::Experiment& experiment,
@@ -205,7 +205,7 @@ std::filesystem::path default_out_dir(const experiment::Experiment& experiment,
 }
 
 RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOptions& options, Display& display) {
-  ResultPaths paths{options.out_dir};
+  report::ResultPaths paths{options.out_dir};
   RunOutcome outcome;
   outcome.dir = options.out_dir;
 
@@ -250,8 +250,8 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   if (!options.resume) {
     write_or_throw(paths.experiment_copy(), read_text(experiment.file));
     write_or_throw(paths.resolved(), experiment::plan_to_json(plan).dump(2) + "\n");
-    write_or_throw(paths.run_info(), json{{"format", k_run_format},
-                                          {"version", k_results_version},
+    write_or_throw(paths.run_info(), json{{"format", report::k_run_format},
+                                          {"version", report::k_results_version},
                                           {"experiment", experiment.name},
                                           {"file", std::filesystem::absolute(experiment.file).string()},
                                           {"content_hash", experiment.content_hash},
@@ -292,7 +292,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
       break;
     }
     if (options.resume) {
-      if (auto kept = read_result(paths, name); kept && kept->value("status", "") == "ok") {
+      if (auto kept = report::read_result(paths, name); kept && kept->value("status", "") == "ok") {
         ++outcome.kept;
         ++outcome.ok;
         journal.record("variant_kept", {{"variant", name}});
@@ -338,15 +338,17 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     }
   }
 
-  outcome.expectations = check_expectations(experiment, paths);
-  outcome.summary = format_summary(experiment, paths, outcome.variants);
-  if (!outcome.expectations.empty()) {
+  // The report is made from the folder alone, exactly as `specctl report DIR` makes it.
+  auto made = report::build_report(report::read_run(options.out_dir));
+  report::write_reports(made, options.out_dir, experiment.report.formats);
+  outcome.summary = report::format_summary(experiment, paths, outcome.variants);
+  if (!made.expectations.empty()) {
     outcome.summary += "\nExpectations:\n";
-    for (const auto& v : outcome.expectations) {
-      outcome.summary += fmt::format("- {} {}\n", v.met ? "[met]" : "[MISSED]", v.text);
+    for (const auto& e : made.expectations) {
+      outcome.summary += fmt::format("- {} {}\n", e.reproduced ? "[met]" : "[MISSED]", report::expectation_text(e));
+      outcome.missed_expectations += e.reproduced ? 0 : 1;
     }
   }
-  write_or_throw(paths.summary(), outcome.summary);
   journal.record("run_finished", {{"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept},
                                   {"interrupted", outcome.interrupted}});
   display.run_finished(fmt::format("results: {}\n", options.out_dir.string()));

@@ -6,7 +6,7 @@
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
 #include <specctl/run/command_bench.hpp>
-#include <specctl/run/results.hpp>
+#include <specctl/report/results.hpp>
 #include <specctl/run/server_metrics.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
@@ -130,8 +130,8 @@ std::vector<std::string> log_tail(remote::Host& host, const std::string& path) {
 json server_metrics_json(const std::vector<ServerMetric>& metrics) {
   json out = json::object();
   for (const auto& m : metrics) {
-    out[m.name] = {{"samples", m.samples}, {"mean", finite_or_null(m.mean)}, {"min", finite_or_null(m.min)},
-                   {"max", finite_or_null(m.max)}, {"last", finite_or_null(m.last)}};
+    out[m.name] = {{"samples", m.samples}, {"mean", report::finite_or_null(m.mean)}, {"min", report::finite_or_null(m.min)},
+                   {"max", report::finite_or_null(m.max)}, {"last", report::finite_or_null(m.last)}};
   }
   return out;
 }
@@ -175,8 +175,8 @@ public:
 
   // The variant's result document; `transient` says whether trying again may help.
   ordered run(bool& transient) {
-    m_result["format"] = k_result_format;
-    m_result["version"] = k_results_version;
+    m_result["format"] = report::k_result_format;
+    m_result["version"] = report::k_results_version;
     m_result["variant"] = m_variant.name;
     m_result["description"] = m_variant.description;
     m_result["host"] = m_config.host.empty() ? "local" : m_config.host;
@@ -412,7 +412,7 @@ private:
     holder["server_metrics"] = server_metrics_json(metrics);
     for (const auto& m : metrics) {
       if (m.name == "accept_length") {
-        holder["metrics"]["accept_length"] = finite_or_null(m.mean);
+        holder["metrics"]["accept_length"] = report::finite_or_null(m.mean);
       }
     }
   }
@@ -448,7 +448,7 @@ private:
       auto from = log_size(*m_host, m_server->files.log());
       bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
       auto result = bench::run_single_stream(target(), options);
-      entry["metrics"] = single_stream_metrics(result);
+      entry["metrics"] = report::single_stream_metrics(result);
       add_server_metrics(entry, window_metrics(from));
       entry["result"] = bench::to_json(result);
       completed = result.level.completed;
@@ -490,9 +490,9 @@ private:
           item["concurrency"] = rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency)
                                      : spec.levels[i];
           if (rate) {
-            item["rate"] = finite_or_null(spec.rates[i]);
+            item["rate"] = report::finite_or_null(spec.rates[i]);
           }
-          item["metrics"] = level_metrics(level);
+          item["metrics"] = report::level_metrics(level);
           add_server_metrics(item, window_metrics(from));
           item["result"] = bench::to_json(level);
           completed += level.completed;
@@ -557,7 +557,7 @@ private:
     entry["duration_s"] = outcome.duration_s;
     entry["metrics"] = ordered::object();
     for (const auto& [name, value] : outcome.metrics) {
-      entry["metrics"][name] = finite_or_null(value);
+      entry["metrics"][name] = report::finite_or_null(value);
     }
     entry["problems"] = outcome.problems;
     entry["stdout_tail"] = outcome.out_tail;

@@ -230,7 +230,7 @@ TEST_CASE("a local sweep writes every file, keeps going past a crashing variant 
   CHECK(code == 1);
   auto out = sweep.out();
   for (const char* file : {"run.json", "experiment.yaml", "experiment.json", "journal.jsonl", "provenance.json",
-                           "summary.md"}) {
+                           "report.md", "report.csv", "report.json", "report.html", "junit.xml"}) {
     CHECK_MESSAGE(std::filesystem::exists(out / file), file);
   }
   check_complete_variant(out, "baseline");
@@ -263,11 +263,31 @@ TEST_CASE("a local sweep writes every file, keeps going past a crashing variant 
         std::string::npos);
   CHECK(provenance["variants"]["eagle3"]["template"]["content_hash"].get<std::string>().size() > 0);
 
-  auto summary = st::read_file(out / "summary.md");
-  CHECK(summary.find("| crashy   | failed") != std::string::npos);
-  CHECK(summary.find("[met] baseline single output_tok_s") != std::string::npos);
-  // The table also went to stdout.
+  auto report = st::read_file(out / "report.md");
+  CHECK(report.find("| crashy   | failed") != std::string::npos);
+  CHECK(report.find("| output_tok_s |      926 |") != std::string::npos);
+  CHECK(st::read_file(out / "junit.xml").find("<testcase classname=\"e2e.variants\" name=\"crashy\"") !=
+        std::string::npos);
+  // The summary and the expectations also went to stdout.
   CHECK(sweep.output().find("| baseline | ok") != std::string::npos);
+  CHECK(sweep.output().find("[met] baseline single output_tok_s") != std::string::npos);
+
+  // `specctl report` makes the same files from the folder, byte for byte, and
+  // says with its exit code that a variant failed.
+  std::map<std::string, std::string> written;
+  for (const char* file : {"report.md", "report.csv", "report.json", "report.html", "junit.xml"}) {
+    written[file] = st::read_file(out / file);
+    std::filesystem::remove(out / file);
+  }
+  auto again = st::run_command({SPECCTL_BINARY, "report", out.string(), "-o", (out / "printed.md").string()});
+  CHECK(again.exit_code == 1);
+  CHECK(st::read_file(out / "printed.md") == written["report.md"]);
+  for (const auto& [file, content] : written) {
+    CHECK_MESSAGE(st::read_file(out / file) == content, file);
+  }
+  auto csv = st::run_command({SPECCTL_BINARY, "report", out.string(), "--format", "csv"});
+  CHECK(csv.exit_code == 1);
+  CHECK(csv.out == written["report.csv"]);
 
   int finished = 0;
   for (const auto& e : journal(out)) {
@@ -428,5 +448,5 @@ TEST_CASE("--fail-fast stops the sweep at the first failed variant") {
   CHECK(read_json(sweep.out() / "variants/crashy/result.json")["status"] == "failed");
   CHECK_FALSE(std::filesystem::exists(sweep.out() / "variants/never/result.json"));
   CHECK_FALSE(journal_has(sweep.out(), "variant_started", "never"));
-  CHECK(st::read_file(sweep.out() / "summary.md").find("| never   | not run") != std::string::npos);
+  CHECK(st::read_file(sweep.out() / "report.md").find("| never   | not run") != std::string::npos);
 }

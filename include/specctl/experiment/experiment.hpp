@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specctl::experiment {
@@ -51,6 +52,8 @@ struct Variant {
 };
 
 enum class BenchmarkKind { single_stream, concurrency, rate, command };
+// "single_stream", "concurrency", "rate", "command": the names experiment files use.
+std::string_view kind_name(BenchmarkKind kind);
 enum class Endpoint { completions, chat };
 
 struct PromptSpec {

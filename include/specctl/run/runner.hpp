@@ -6,7 +6,7 @@
 
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/run/display.hpp>
-#include <specctl/run/results.hpp>
+#include <specctl/report/results.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/server/render.hpp>
 
@@ -51,7 +51,8 @@ struct RunOutcome {
   // Complete results an earlier run left, kept by --resume.
   int kept = 0;
   bool interrupted = false;
-  std::vector<ExpectationVerdict> expectations;
+  // Expectations of the experiment the results did not reproduce.
+  int missed_expectations = 0;
   std::string summary;
 
   // 0 all ok, 1 failed variants or missed expectations, 130 interrupted.

@@ -1,10 +1,12 @@
-#include <specctl/run/results.hpp>
+#include <specctl/report/results.hpp>
+
+#include <specctl/util/text_table.hpp>
 
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
 
-namespace specctl::run {
+namespace specctl::report {
 
 namespace {
 
@@ -49,15 +51,6 @@ const nlohmann::json* find_level(const nlohmann::json& benchmark, const experime
     }
   }
   return nullptr;
-}
-
-// Display width of UTF-8 text ("±" is two bytes, one column).
-std::size_t text_width(const std::string& text) {
-  std::size_t n = 0;
-  for (unsigned char c : text) {
-    n += (c & 0xC0) != 0x80 ? 1 : 0;
-  }
-  return n;
 }
 
 std::string figure(std::optional<double> value, int decimals = 1) {
@@ -196,33 +189,6 @@ std::optional<double> find_metric(const nlohmann::json& result, const experiment
   return as_number(dig(*holder, {"metrics", e.metric}));
 }
 
-std::vector<ExpectationVerdict> check_expectations(const experiment::Experiment& experiment,
-                                                   const ResultPaths& paths) {
-  std::vector<ExpectationVerdict> verdicts;
-  for (const auto& e : experiment.report.expect) {
-    ExpectationVerdict v;
-    v.expectation = &e;
-    std::string where = e.level ? fmt::format(" at concurrency {}", *e.level)
-                        : e.rate ? fmt::format(" at {:g} req/s", *e.rate)
-                                 : std::string();
-    std::string subject = fmt::format("{} {}{} {}", e.variant, e.benchmark, where, e.metric);
-    auto result = read_result(paths, e.variant);
-    if (result && dig(*result, {"status"}) == "ok") {
-      v.measured = find_metric(*result, e);
-    }
-    if (!v.measured) {
-      v.text = fmt::format("{}: not measured ({} expected)", subject, e.value);
-    } else {
-      v.delta_pct = e.value != 0 ? (*v.measured - e.value) / e.value * 100.0 : 0.0;
-      v.met = std::abs(v.delta_pct) <= e.tolerance_pct;
-      v.text = fmt::format("{}: {:.4g} vs {:g} expected ({:+.1f}%, {} {:g}%)", subject, *v.measured, e.value,
-                           v.delta_pct, v.met ? "within" : "outside", e.tolerance_pct);
-    }
-    verdicts.push_back(std::move(v));
-  }
-  return verdicts;
-}
-
 std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
                                                                  const nlohmann::json& result) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -235,19 +201,20 @@ std::vector<std::pair<std::string, std::string>> summary_figures(const experimen
 std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
                            const std::vector<std::string>& variants) {
   auto columns = summary_columns(experiment);
-  std::vector<std::string> headers = {"variant", "status"};
+  // Names left-aligned, figures right-aligned.
+  std::vector<util::TableColumn> headers = {{"variant"}, {"status"}};
   for (const auto& c : columns) {
-    headers.push_back(c.header);
+    headers.push_back({c.header, util::Align::right});
   }
-  std::vector<std::vector<std::string>> rows;
+  util::TextTable table(std::move(headers));
   std::vector<std::string> failures;
   for (const auto& name : variants) {
     std::vector<std::string> row = {name};
     auto result = read_result(paths, name);
     if (!result) {
       row.push_back("not run");
-      row.resize(headers.size(), "-");
-      rows.push_back(std::move(row));
+      row.resize(columns.size() + 2, "-");
+      table.add_row(std::move(row));
       continue;
     }
     const auto& status_field = dig(*result, {"status"});
@@ -266,33 +233,9 @@ std::string format_summary(const experiment::Experiment& experiment, const Resul
         failures.push_back(fmt::format("- {}: {}", name, flag.get<std::string>()));
       }
     }
-    rows.push_back(std::move(row));
+    table.add_row(std::move(row));
   }
-  std::vector<std::size_t> widths(headers.size());
-  for (std::size_t i = 0; i < headers.size(); ++i) {
-    widths[i] = text_width(headers[i]);
-    for (const auto& row : rows) {
-      widths[i] = std::max(widths[i], text_width(row[i]));
-    }
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out = "|";
-    for (std::size_t i = 0; i < cells.size(); ++i) {
-      // Names left-aligned, figures right-aligned.
-      std::string pad(widths[i] - text_width(cells[i]), ' ');
-      out += i < 2 ? " " + cells[i] + pad + " |" : " " + pad + cells[i] + " |";
-    }
-    return out + "\n";
-  };
-  std::string out = line(headers);
-  out += "|";
-  for (std::size_t i = 0; i < headers.size(); ++i) {
-    out += i < 2 ? fmt::format(" {:-<{}} |", "", widths[i]) : fmt::format(" {:->{}}: |", "", widths[i] - 1);
-  }
-  out += "\n";
-  for (const auto& row : rows) {
-    out += line(row);
-  }
+  std::string out = table.markdown();
   if (!failures.empty()) {
     out += "\n";
     for (const auto& f : failures) {
@@ -302,4 +245,4 @@ std::string format_summary(const experiment::Experiment& experiment, const Resul
   return out;
 }
 
-} // namespace specctl::run
+} // namespace specctl::report

@@ -1,7 +1,7 @@
 #include "../support/temp_dir.hpp"
 
 #include <specctl/experiment/experiment.hpp>
-#include <specctl/run/results.hpp>
+#include <specctl/report/results.hpp>
 #include <specctl/util/atomic_file.hpp>
 
 #include <doctest/doctest.h>
@@ -33,7 +33,7 @@ report:
 )";
 
 json variant_result(const std::string& name, double single, double c1, double c10, std::optional<double> accept) {
-  json r = {{"format", specctl::run::k_result_format}, {"version", 1}, {"variant", name}, {"status", "ok"},
+  json r = {{"format", specctl::report::k_result_format}, {"version", 1}, {"variant", name}, {"status", "ok"},
             {"load", {{"load_s", 12.25}}}};
   r["benchmarks"]["single"]["metrics"] = {{"output_tok_s", single}, {"output_tok_s_stdev", 0.5}};
   if (accept) {
@@ -48,7 +48,7 @@ json variant_result(const std::string& name, double single, double c1, double c1
 
 } // namespace
 
-TEST_CASE("results: metrics found by benchmark and level, expectations checked, a summary table") {
+TEST_CASE("results: metrics found by benchmark and level, a summary table") {
   TempDir dir;
   auto file = dir / "experiment.yaml";
   std::ofstream(file) << k_experiment;
@@ -56,7 +56,7 @@ TEST_CASE("results: metrics found by benchmark and level, expectations checked, 
   auto experiment = specctl::experiment::load_experiment(file.string(), diag);
   REQUIRE_FALSE(diag.has_errors());
 
-  specctl::run::ResultPaths paths{dir / "run"};
+  specctl::report::ResultPaths paths{dir / "run"};
   for (const char* name : {"baseline", "eagle3", "broken"}) {
     REQUIRE(specctl::util::make_dirs_durable(paths.variant_dir(name)));
   }
@@ -64,28 +64,20 @@ TEST_CASE("results: metrics found by benchmark and level, expectations checked, 
                                            variant_result("baseline", 92.6, 91.0, 760.0, std::nullopt).dump()));
   REQUIRE(specctl::util::write_file_atomic(paths.result("eagle3"),
                                            variant_result("eagle3", 96.1, 95.0, 104.0, 1.97).dump()));
-  json broken = {{"format", specctl::run::k_result_format}, {"variant", "broken"}, {"status", "failed"},
+  json broken = {{"format", specctl::report::k_result_format}, {"variant", "broken"}, {"status", "failed"},
                  {"reason", "load: the server exited with code 1"}};
   REQUIRE(specctl::util::write_file_atomic(paths.result("broken"), broken.dump()));
 
-  auto baseline = specctl::run::read_result(paths, "baseline");
+  auto baseline = specctl::report::read_result(paths, "baseline");
   REQUIRE(baseline);
   const auto& expect = experiment.report.expect;
   REQUIRE(expect.size() == 3);
-  CHECK(specctl::run::find_metric(*baseline, expect[0]) == doctest::Approx(92.6));
-  CHECK(specctl::run::find_metric(*specctl::run::read_result(paths, "eagle3"), expect[1]) == doctest::Approx(104.0));
-  CHECK_FALSE(specctl::run::find_metric(*baseline, specctl::experiment::Expectation{
+  CHECK(specctl::report::find_metric(*baseline, expect[0]) == doctest::Approx(92.6));
+  CHECK(specctl::report::find_metric(*specctl::report::read_result(paths, "eagle3"), expect[1]) == doctest::Approx(104.0));
+  CHECK_FALSE(specctl::report::find_metric(*baseline, specctl::experiment::Expectation{
                                                        "baseline", "parallel", 70, {}, "output_tok_s", 1, 10, {}}));
 
-  auto verdicts = specctl::run::check_expectations(experiment, paths);
-  REQUIRE(verdicts.size() == 3);
-  CHECK(verdicts[0].met); // +2.9%, within 5%
-  CHECK(verdicts[1].met);
-  CHECK_FALSE(verdicts[2].met);
-  CHECK(verdicts[2].text == "broken single output_tok_s: not measured (90 expected)");
-  CHECK(verdicts[1].text == "eagle3 parallel at concurrency 10 output_tok_s: 104 vs 100 expected (+4.0%, within 5%)");
-
-  auto table = specctl::run::format_summary(experiment, paths, {"baseline", "eagle3", "broken", "missing"});
+  auto table = specctl::report::format_summary(experiment, paths, {"baseline", "eagle3", "broken", "missing"});
   CHECK(table == "| variant  | status  | load s | single tok/s | parallel c1 | parallel c10 | accept len |\n"
                  "| -------- | ------- | -----: | -----------: | ----------: | -----------: | ---------: |\n"
                  "| baseline | ok      |   12.2 |   92.6 ± 0.5 |        91.0 |        760.0 |          - |\n"
@@ -98,11 +90,11 @@ TEST_CASE("results: metrics found by benchmark and level, expectations checked, 
 
 TEST_CASE("results: a torn or foreign result.json reads as missing") {
   TempDir dir;
-  specctl::run::ResultPaths paths{dir.path()};
+  specctl::report::ResultPaths paths{dir.path()};
   REQUIRE(specctl::util::make_dirs_durable(paths.variant_dir("v")));
   std::ofstream(paths.result("v")) << R"({"format": "specctl-variant-result", "status": "o)";
-  CHECK_FALSE(specctl::run::read_result(paths, "v"));
+  CHECK_FALSE(specctl::report::read_result(paths, "v"));
   std::ofstream(paths.result("v")) << R"({"format": "something-else", "status": "ok"})";
-  CHECK_FALSE(specctl::run::read_result(paths, "v"));
-  CHECK_FALSE(specctl::run::read_result(paths, "absent"));
+  CHECK_FALSE(specctl::report::read_result(paths, "v"));
+  CHECK_FALSE(specctl::report::read_result(paths, "absent"));
 }

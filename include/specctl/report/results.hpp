@@ -8,7 +8,7 @@
 //   DIR/experiment.json                the resolved experiment (the plan)
 //   DIR/journal.jsonl                  every phase, appended and fsynced
 //   DIR/provenance.json                specctl version, hosts, exact commands, templates
-//   DIR/summary.md                     the table printed at the end
+//   DIR/report.md, report.csv, report.json, report.html, junit.xml   the report (report.hpp)
 //   DIR/variants/NAME/result.json      one variant, written atomically
 //   DIR/variants/NAME/server.log       its server's log, copied back
 //   DIR/variants/NAME/requests-BENCH.jsonl   every request of a built-in benchmark
@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-namespace specctl::run {
+namespace specctl::report {
 
 inline constexpr const char* k_run_format = "specctl-run";
 inline constexpr const char* k_result_format = "specctl-variant-result";
@@ -35,7 +35,6 @@ struct ResultPaths {
   std::filesystem::path experiment_copy() const { return dir / "experiment.yaml"; }
   std::filesystem::path resolved() const { return dir / "experiment.json"; }
   std::filesystem::path provenance() const { return dir / "provenance.json"; }
-  std::filesystem::path summary() const { return dir / "summary.md"; }
   std::filesystem::path variant_dir(const std::string& variant) const { return dir / "variants" / variant; }
   std::filesystem::path result(const std::string& variant) const { return variant_dir(variant) / "result.json"; }
   std::filesystem::path server_log(const std::string& variant) const { return variant_dir(variant) / "server.log"; }
@@ -58,20 +57,6 @@ nlohmann::json level_metrics(const bench::LevelResult& level);
 // The measured value an expectation is about, from a variant's result.json.
 std::optional<double> find_metric(const nlohmann::json& result, const experiment::Expectation& expectation);
 
-struct ExpectationVerdict {
-  const experiment::Expectation* expectation = nullptr;
-  std::optional<double> measured;
-  double delta_pct = 0;
-  bool met = false;
-  // "baseline single-stream output_tok_s: 92.1 vs 92.6 expected (-0.5%, within 10%)".
-  std::string text;
-};
-
-// Checks each expectation against the results of the variants it names; a
-// variant without a result misses its expectations.
-std::vector<ExpectationVerdict> check_expectations(const experiment::Experiment& experiment,
-                                                   const ResultPaths& paths);
-
 // The main figures of one variant's result, as (column, formatted value):
 // load time, single-stream tok/s, tok/s per level, command metrics, accept length.
 std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
@@ -82,4 +67,4 @@ std::vector<std::pair<std::string, std::string>> summary_figures(const experimen
 std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
                            const std::vector<std::string>& variants);
 
-} // namespace specctl::run
+} // namespace specctl::report

@@ -1,0 +1,68 @@
+#pragma once
+
+// `specctl compare A B`: two runs of the same experiment (before and after an
+// upgrade), variant by variant, with the report's statistics: after / before
+// with a 95% interval where both runs repeated a measurement, and a verdict.
+
+#include <specctl/report/report.hpp>
+
+#include <string>
+#include <vector>
+
+namespace specctl::report {
+
+struct SingleStreamChange {
+  std::string benchmark;
+  std::optional<Spread> before;
+  std::optional<Spread> after;
+  std::optional<Ratio> change;
+  Verdict verdict = Verdict::not_measured;
+};
+
+struct LevelChange {
+  std::string benchmark;
+  bool rate = false;
+  double level = 0;
+  std::optional<double> before_tok_s;
+  std::optional<double> after_tok_s;
+  // after / before output tok/s; one measurement a side, so the verdict uses k_noise_pct.
+  std::optional<double> change;
+  Verdict verdict = Verdict::not_measured;
+  std::optional<double> before_ttft_p99_ms;
+  std::optional<double> after_ttft_p99_ms;
+};
+
+struct VariantChange {
+  std::string variant;
+  // "not run" on a side that has no such variant.
+  std::string before_status;
+  std::string after_status;
+  std::vector<SingleStreamChange> single_stream;
+  std::vector<LevelChange> levels;
+};
+
+struct Comparison {
+  std::string experiment;
+  std::string before_dir;
+  std::string after_dir;
+  std::string before_started;
+  std::string after_started;
+  // Said when the two runs' experiment files differ (content hash).
+  std::vector<std::string> notes;
+  std::vector<VariantChange> variants;
+
+  // A variant that was ok before and is not after, or is slower anywhere.
+  bool regressed() const;
+};
+
+// Throws specctl::Error (bad_input) when the two folders hold different experiments.
+Comparison compare_runs(const RunData& before, const RunData& after);
+
+std::string compare_markdown(const Comparison& comparison);
+std::string compare_csv(const Comparison& comparison);
+std::string compare_json(const Comparison& comparison);
+// A testcase per variant: failed when it regressed.
+std::string compare_junit(const Comparison& comparison);
+std::string render(const Comparison& comparison, std::string_view format);
+
+} // namespace specctl::report

@@ -1,0 +1,379 @@
+#include <specctl/report/compare.hpp>
+
+#include "format.hpp"
+
+#include <specctl/util/error.hpp>
+#include <specctl/util/text_table.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace specctl::report {
+
+namespace {
+
+using detail::fixed;
+using ojson = nlohmann::ordered_json;
+
+std::string run_text(const nlohmann::json& run, const char* key) {
+  auto it = run.find(key);
+  return it != run.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const VariantRow* find_variant(const Report& r, const std::string& name) {
+  for (const auto& v : r.variants) {
+    if (v.name == name) {
+      return &v;
+    }
+  }
+  return nullptr;
+}
+
+template <typename Table>
+const Table* find_table(const std::vector<Table>& tables, const std::string& benchmark) {
+  for (const auto& t : tables) {
+    if (t.benchmark == benchmark) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+std::optional<Spread> spread_in(const SingleStreamTable* t, const std::string& variant) {
+  if (t != nullptr) {
+    for (const auto& row : t->rows) {
+      if (row.variant == variant) {
+        return row.tok_s;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+const LevelFigures* level_in(const LevelsTable* t, const std::string& variant, double level) {
+  if (t == nullptr) {
+    return nullptr;
+  }
+  auto at = std::find(t->levels.begin(), t->levels.end(), level);
+  if (at == t->levels.end()) {
+    return nullptr;
+  }
+  for (const auto& row : t->rows) {
+    if (row.variant == variant) {
+      return &row.levels[static_cast<std::size_t>(at - t->levels.begin())];
+    }
+  }
+  return nullptr;
+}
+
+std::string spread_text(const std::optional<Spread>& s) {
+  return s ? fmt::format("{:.1f} ± {:.1f} ({})", s->mean, s->stdev, s->n) : "-";
+}
+
+std::string level_label(bool rate, double level) {
+  return rate ? fmt::format("{:g}/s", level) : fmt::format("c{:g}", level);
+}
+
+int count_verdicts(const Comparison& c, Verdict verdict) {
+  int n = 0;
+  for (const auto& v : c.variants) {
+    for (const auto& s : v.single_stream) {
+      n += s.verdict == verdict ? 1 : 0;
+    }
+    for (const auto& l : v.levels) {
+      n += l.verdict == verdict ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+bool variant_regressed(const VariantChange& v) {
+  bool broke = v.before_status == "ok" && v.after_status != "ok";
+  bool slower = std::any_of(v.single_stream.begin(), v.single_stream.end(),
+                            [](const auto& s) { return s.verdict == Verdict::slower; }) ||
+                std::any_of(v.levels.begin(), v.levels.end(), [](const auto& l) { return l.verdict == Verdict::slower; });
+  return broke || slower;
+}
+
+// What a regressed variant did wrong, in one line.
+std::string regression_text(const VariantChange& v) {
+  std::vector<std::string> parts;
+  if (v.before_status == "ok" && v.after_status != "ok") {
+    parts.push_back(fmt::format("was ok, now {}", v.after_status));
+  }
+  for (const auto& s : v.single_stream) {
+    if (s.verdict == Verdict::slower) {
+      parts.push_back(fmt::format("{} {} {}", s.benchmark, detail::times(s.change->value), detail::interval(s.change)));
+    }
+  }
+  for (const auto& l : v.levels) {
+    if (l.verdict == Verdict::slower) {
+      parts.push_back(fmt::format("{} {} {}", l.benchmark, level_label(l.rate, l.level), detail::times(l.change)));
+    }
+  }
+  std::string out;
+  for (const auto& p : parts) {
+    out += (out.empty() ? "" : "; ") + p;
+  }
+  return out;
+}
+
+} // namespace
+
+bool Comparison::regressed() const { return std::any_of(variants.begin(), variants.end(), variant_regressed); }
+
+Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
+  Comparison c;
+  c.experiment = run_text(before_data.run, "experiment");
+  std::string other = run_text(after_data.run, "experiment");
+  if (c.experiment != other) {
+    throw Error(fmt::format("{} holds experiment \"{}\" and {} holds \"{}\": compare runs of the same experiment",
+                            before_data.dir.string(), c.experiment, after_data.dir.string(), other),
+                ErrorKind::bad_input);
+  }
+  c.before_dir = before_data.dir.string();
+  c.after_dir = after_data.dir.string();
+  c.before_started = run_text(before_data.run, "started");
+  c.after_started = run_text(after_data.run, "started");
+  if (run_text(before_data.run, "content_hash") != run_text(after_data.run, "content_hash")) {
+    c.notes.push_back("the experiment file changed between the two runs: compare with care");
+  }
+  Report before = build_report(before_data);
+  Report after = build_report(after_data);
+
+  std::vector<std::string> names;
+  for (const auto* r : {&before, &after}) {
+    for (const auto& v : r->variants) {
+      if (std::find(names.begin(), names.end(), v.name) == names.end()) {
+        names.push_back(v.name);
+      }
+    }
+  }
+  for (const auto& name : names) {
+    VariantChange change;
+    change.variant = name;
+    const VariantRow* b = find_variant(before, name);
+    const VariantRow* a = find_variant(after, name);
+    change.before_status = b != nullptr ? b->status : "not run";
+    change.after_status = a != nullptr ? a->status : "not run";
+    for (const auto& t : before.single_stream) {
+      SingleStreamChange s;
+      s.benchmark = t.benchmark;
+      s.before = spread_in(&t, name);
+      s.after = spread_in(find_table(after.single_stream, t.benchmark), name);
+      if (s.before && s.after) {
+        s.change = compare_spreads(*s.after, *s.before);
+      }
+      s.verdict = s.change ? verdict_of(*s.change) : Verdict::not_measured;
+      change.single_stream.push_back(s);
+    }
+    for (const auto& t : before.levels) {
+      const LevelsTable* other_table = find_table(after.levels, t.benchmark);
+      for (double level : t.levels) {
+        LevelChange l;
+        l.benchmark = t.benchmark;
+        l.rate = t.rate;
+        l.level = level;
+        const LevelFigures* fb = level_in(&t, name, level);
+        const LevelFigures* fa = level_in(other_table, name, level);
+        if (fb != nullptr) {
+          l.before_tok_s = fb->tok_s;
+          l.before_ttft_p99_ms = fb->ttft_p99_ms;
+        }
+        if (fa != nullptr) {
+          l.after_tok_s = fa->tok_s;
+          l.after_ttft_p99_ms = fa->ttft_p99_ms;
+        }
+        if (l.before_tok_s && l.after_tok_s && *l.before_tok_s > 0) {
+          l.change = *l.after_tok_s / *l.before_tok_s;
+          l.verdict = verdict_of(Ratio{*l.change, std::nullopt, std::nullopt});
+        }
+        change.levels.push_back(l);
+      }
+    }
+    c.variants.push_back(std::move(change));
+  }
+  return c;
+}
+
+std::string compare_markdown(const Comparison& c) {
+  std::string out = fmt::format("# {}: before / after\n\nBefore: {} (started {})\nAfter: {} (started {})\n\n",
+                                c.experiment, c.before_dir, c.before_started, c.after_dir, c.after_started);
+  out += fmt::format("**{}: {} faster, {} slower, {} inconclusive**\n", c.regressed() ? "REGRESSED" : "no regression",
+                     count_verdicts(c, Verdict::faster), count_verdicts(c, Verdict::slower),
+                     count_verdicts(c, Verdict::inconclusive));
+  for (const auto& note : c.notes) {
+    out += fmt::format("\n> Note: {}\n", note);
+  }
+  util::TextTable status({{"variant"}, {"before"}, {"after"}, {"regression"}});
+  for (const auto& v : c.variants) {
+    status.add_row({v.variant, v.before_status, v.after_status, variant_regressed(v) ? regression_text(v) : "-"});
+  }
+  out += "\n## Variants\n\n" + status.markdown();
+  if (c.variants.empty()) {
+    return out;
+  }
+  const auto& first = c.variants.front();
+  for (std::size_t i = 0; i < first.single_stream.size(); ++i) {
+    util::TextTable table({{"variant"},
+                           {"before tok/s ± stdev (n)", util::Align::right},
+                           {"after", util::Align::right},
+                           {"after / before", util::Align::right},
+                           {"95% CI", util::Align::right},
+                           {"verdict"}});
+    for (const auto& v : c.variants) {
+      const auto& s = v.single_stream[i];
+      table.add_row({v.variant, spread_text(s.before), spread_text(s.after),
+                     detail::times(s.change ? std::optional(s.change->value) : std::nullopt),
+                     detail::interval(s.change), std::string(verdict_name(s.verdict))});
+    }
+    out += fmt::format("\n## {} (single stream)\n\n{}", first.single_stream[i].benchmark, table.markdown());
+  }
+  // Levels, grouped by benchmark: a column per level, "before → after (ratio)".
+  std::size_t at = 0;
+  while (at < first.levels.size()) {
+    std::size_t end = at;
+    while (end < first.levels.size() && first.levels[end].benchmark == first.levels[at].benchmark) {
+      ++end;
+    }
+    std::vector<util::TableColumn> columns = {{"variant"}};
+    for (std::size_t i = at; i < end; ++i) {
+      columns.push_back({level_label(first.levels[i].rate, first.levels[i].level), util::Align::right});
+    }
+    util::TextTable tok(columns);
+    util::TextTable ttft(columns);
+    for (const auto& v : c.variants) {
+      std::vector<std::string> tok_cells = {v.variant};
+      std::vector<std::string> ttft_cells = {v.variant};
+      for (std::size_t i = at; i < end; ++i) {
+        const auto& l = v.levels[i];
+        std::string mark = l.verdict == Verdict::slower ? " slower" : l.verdict == Verdict::faster ? " faster" : "";
+        tok_cells.push_back(l.change ? fmt::format("{} → {} ({}{})", fixed(l.before_tok_s, 1), fixed(l.after_tok_s, 1),
+                                                   detail::times(l.change), mark)
+                                     : "-");
+        ttft_cells.push_back(l.before_ttft_p99_ms || l.after_ttft_p99_ms
+                                 ? fmt::format("{} → {}", fixed(l.before_ttft_p99_ms, 1), fixed(l.after_ttft_p99_ms, 1))
+                                 : "-");
+      }
+      tok.add_row(std::move(tok_cells));
+      ttft.add_row(std::move(ttft_cells));
+    }
+    out += fmt::format("\n## {}\n\nOutput tok/s, before → after (after / before; slower or faster beyond ±{:g}%):\n\n{}"
+                       "\nTTFT p99 ms, before → after:\n\n{}",
+                       first.levels[at].benchmark, k_noise_pct, tok.markdown(), ttft.markdown());
+    at = end;
+  }
+  return out;
+}
+
+std::string compare_csv(const Comparison& c) {
+  std::string out = "variant,before_status,after_status,benchmark,level,metric,before,before_stdev,before_n,after,"
+                    "after_stdev,after_n,change,ci_low,ci_high,verdict\n";
+  auto num = [](std::optional<double> v) { return v ? fmt::format("{:.6g}", *v) : std::string(); };
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      s += (i == 0 ? "" : ",") + detail::csv_field(cells[i]);
+    }
+    out += s + "\n";
+  };
+  for (const auto& v : c.variants) {
+    for (const auto& s : v.single_stream) {
+      auto part = [&](const std::optional<Spread>& x) {
+        return std::vector<std::string>{num(x ? std::optional(x->mean) : std::nullopt),
+                                        num(x ? std::optional(x->stdev) : std::nullopt),
+                                        x ? fmt::format("{}", x->n) : ""};
+      };
+      auto b = part(s.before);
+      auto a = part(s.after);
+      line({v.variant, v.before_status, v.after_status, s.benchmark, "", "output_tok_s", b[0], b[1], b[2], a[0], a[1],
+            a[2], num(s.change ? std::optional(s.change->value) : std::nullopt),
+            num(s.change ? s.change->low : std::nullopt), num(s.change ? s.change->high : std::nullopt),
+            std::string(verdict_name(s.verdict))});
+    }
+    for (const auto& l : v.levels) {
+      line({v.variant, v.before_status, v.after_status, l.benchmark, level_label(l.rate, l.level), "output_tok_s",
+            num(l.before_tok_s), "", "", num(l.after_tok_s), "", "", num(l.change), "", "",
+            std::string(verdict_name(l.verdict))});
+      line({v.variant, v.before_status, v.after_status, l.benchmark, level_label(l.rate, l.level), "ttft_p99_ms",
+            num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
+    }
+  }
+  return out;
+}
+
+std::string compare_json(const Comparison& c) {
+  auto num = [](std::optional<double> v) { return v ? ojson(*v) : ojson(nullptr); };
+  auto spread = [](const std::optional<Spread>& s) {
+    return s ? ojson{{"mean", s->mean}, {"stdev", s->stdev}, {"n", s->n}} : ojson(nullptr);
+  };
+  ojson out = {{"format", "specctl-comparison"}, {"version", 1},           {"experiment", c.experiment},
+               {"before", c.before_dir},          {"after", c.after_dir},   {"regressed", c.regressed()},
+               {"notes", c.notes},                {"variants", ojson::array()}};
+  for (const auto& v : c.variants) {
+    ojson j = {{"variant", v.variant},     {"before_status", v.before_status}, {"after_status", v.after_status},
+               {"regressed", variant_regressed(v)}, {"single_stream", ojson::array()}, {"levels", ojson::array()}};
+    for (const auto& s : v.single_stream) {
+      j["single_stream"].push_back(
+          {{"benchmark", s.benchmark},
+           {"before", spread(s.before)},
+           {"after", spread(s.after)},
+           {"change", s.change ? ojson{{"value", s.change->value}, {"ci95_low", num(s.change->low)},
+                                       {"ci95_high", num(s.change->high)}}
+                               : ojson(nullptr)},
+           {"verdict", verdict_name(s.verdict)}});
+    }
+    for (const auto& l : v.levels) {
+      j["levels"].push_back({{"benchmark", l.benchmark},
+                             {"axis", l.rate ? "rate" : "concurrency"},
+                             {"level", l.level},
+                             {"before_tok_s", num(l.before_tok_s)},
+                             {"after_tok_s", num(l.after_tok_s)},
+                             {"change", num(l.change)},
+                             {"verdict", verdict_name(l.verdict)},
+                             {"before_ttft_p99_ms", num(l.before_ttft_p99_ms)},
+                             {"after_ttft_p99_ms", num(l.after_ttft_p99_ms)}});
+    }
+    out["variants"].push_back(j);
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string compare_junit(const Comparison& c) {
+  std::string cases;
+  int failures = 0;
+  for (const auto& v : c.variants) {
+    cases += fmt::format("    <testcase classname=\"{}.compare\" name=\"{}\"", detail::xml_escape(c.experiment),
+                         detail::xml_escape(v.variant));
+    if (!variant_regressed(v)) {
+      cases += "/>\n";
+      continue;
+    }
+    ++failures;
+    cases += fmt::format(">\n      <failure type=\"regression\" message=\"{}\"/>\n    </testcase>\n",
+                         detail::xml_escape(regression_text(v)));
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                     "<testsuites name=\"specctl compare\" tests=\"{0}\" failures=\"{1}\" errors=\"0\">\n"
+                     "  <testsuite name=\"{2}\" tests=\"{0}\" failures=\"{1}\" errors=\"0\" skipped=\"0\">\n{3}"
+                     "  </testsuite>\n</testsuites>\n",
+                     c.variants.size(), failures, detail::xml_escape(c.experiment), cases);
+}
+
+std::string render(const Comparison& comparison, std::string_view format) {
+  if (format == "md") {
+    return compare_markdown(comparison);
+  }
+  if (format == "csv") {
+    return compare_csv(comparison);
+  }
+  if (format == "json") {
+    return compare_json(comparison);
+  }
+  if (format == "junit") {
+    return compare_junit(comparison);
+  }
+  throw Error(fmt::format("unknown comparison format \"{}\" (md, csv, json, junit)", format), ErrorKind::bad_input);
+}
+
+} // namespace specctl::report

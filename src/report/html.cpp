@@ -1,0 +1,531 @@
+// report.html: one self-contained page (no script, no network, no fonts to
+// fetch) with the report's tables and inline SVG plots. Figures come from the
+// Report as built; this file only lays them out, with the same number formats
+// as the Markdown report (format.hpp).
+
+#include "format.hpp"
+#include "svg.hpp"
+
+#include <specctl/report/report.hpp>
+#include <specctl/util/text.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace specctl::report {
+
+namespace {
+
+using svg::escape;
+
+// Colors are custom properties so that the dark scheme and print only swap
+// values. The series palette is Okabe-Ito (colorblind-safe), reordered so the
+// first colors differ most, with yellow and black adjusted per background.
+constexpr const char* k_style = R"(:root {
+  --bg: #ffffff; --fg: #1b1b1f; --muted: #5f6368; --border: #d0d4da; --stripe: #f4f6f8;
+  --grid: #e3e6ea; --axis: #5f6368; --bad: #b3261e; --bad-bg: #fce8e6; --good: #1e7d32;
+  --c0: #0072b2; --c1: #d55e00; --c2: #009e73; --c3: #cc79a7; --c4: #e69f00; --c5: #56b4e9;
+  --c6: #3a3a3a; --c7: #a08c00;
+}
+@media (prefers-color-scheme: dark) {
+  :root {
+    --bg: #16181d; --fg: #e6e8eb; --muted: #a0a6ad; --border: #3b4049; --stripe: #1e2128;
+    --grid: #2c3038; --axis: #a0a6ad; --bad: #ff8a80; --bad-bg: #3d1f1f; --good: #81c995;
+    --c0: #56b4e9; --c1: #f08c4a; --c2: #2fc497; --c3: #e39ac3; --c4: #f0b429; --c5: #8fcdf2;
+    --c6: #d9d9d9; --c7: #f0e442;
+  }
+}
+:root { color-scheme: light dark; }
+body { background: var(--bg); color: var(--fg); margin: 0;
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
+main { max-width: 1100px; margin: 0 auto; padding: 1.5rem; }
+h1 { margin: 0 0 .25rem; font-size: 1.6rem; }
+h2 { margin: 2rem 0 .5rem; font-size: 1.25rem; border-bottom: 1px solid var(--border); }
+h3 { margin: 1.25rem 0 .4rem; font-size: 1.05rem; }
+.muted, .spec, figcaption, .nodata { color: var(--muted); }
+dl.meta { display: grid; grid-template-columns: max-content auto; gap: .1rem 1rem; margin: .75rem 0; }
+dl.meta dt { font-weight: 600; }
+dl.meta dd { margin: 0; }
+.result-passed { color: var(--good); font-weight: 600; }
+.result-failed { color: var(--bad); font-weight: 600; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: tabular-nums; }
+@media screen { table { display: block; max-width: 100%; overflow-x: auto; } }
+th, td { border: 1px solid var(--border); padding: .25rem .55rem; vertical-align: top; white-space: nowrap; }
+td.reason { white-space: normal; min-width: 18rem; }
+th { background: var(--stripe); text-align: left; }
+td.num, th.num { text-align: right; white-space: nowrap; }
+tr.speedup td { color: var(--muted); font-size: .9em; }
+tr.speedup td.good { color: var(--good); }
+tr.speedup td.bad { color: var(--bad); }
+tr.failed td, tr.missed td { background: var(--bad-bg); }
+.bad, .verdict-slower { color: var(--bad); font-weight: 600; }
+.verdict-faster, .good { color: var(--good); font-weight: 600; }
+details pre { max-height: 20rem; overflow: auto; margin: .3rem 0 0; padding: .4rem;
+  background: var(--stripe); border: 1px solid var(--border); font-size: .8rem; white-space: pre-wrap; }
+code { font-size: .9em; }
+figure.plot { margin: 1rem 0 1.5rem; }
+figure.plot svg { width: 100%; max-width: 720px; height: auto; display: block; }
+figcaption { font-size: .9rem; margin-top: .25rem; }
+svg.chart text { fill: var(--fg); font-size: 12px; }
+svg.chart text.tick, svg.chart text.note { fill: var(--muted); }
+svg.chart .grid { stroke: var(--grid); stroke-width: 1; }
+svg.chart .axis, svg.chart .tickmark { stroke: var(--axis); stroke-width: 1; }
+svg.chart .empty { fill: none; stroke: var(--bad); stroke-dasharray: 4 3; }
+svg.chart .note { fill: var(--bad); }
+.series .line { fill: none; stroke: var(--c); stroke-width: 2; }
+.series .line.dashed { stroke-dasharray: 7 4; }
+.series .marker, .series .bar { fill: var(--c); stroke: var(--c); }
+.series .marker.hollow { fill: var(--bg); stroke-width: 2; }
+.series .bar { fill-opacity: .85; }
+.series .err { stroke: var(--fg); stroke-width: 1.5; fill: none; }
+.legend.neutral .line { stroke: var(--fg); }
+.s0 { --c: var(--c0); } .s1 { --c: var(--c1); } .s2 { --c: var(--c2); } .s3 { --c: var(--c3); }
+.s4 { --c: var(--c4); } .s5 { --c: var(--c5); } .s6 { --c: var(--c6); } .s7 { --c: var(--c7); }
+@page { margin: 1.5cm; }
+@media print {
+  :root {
+    --bg: #ffffff; --fg: #000000; --muted: #444444; --border: #999999; --stripe: #eeeeee;
+    --grid: #dddddd; --axis: #444444; --bad: #b3261e; --bad-bg: #fce8e6; --good: #1e7d32;
+    --c0: #0072b2; --c1: #d55e00; --c2: #009e73; --c3: #cc79a7; --c4: #e69f00; --c5: #56b4e9;
+    --c6: #3a3a3a; --c7: #a08c00;
+  }
+  main { max-width: none; padding: 0; }
+  figure.plot, table, dl.meta { break-inside: avoid; }
+  h2, h3 { break-after: avoid; }
+  details pre { max-height: none; }
+  th, td { white-space: normal; }
+}
+)";
+
+// A figure that is NaN is as missing as an empty optional; neither may reach the page as "nan".
+std::optional<double> present(std::optional<double> value) {
+  if (value && std::isfinite(*value)) {
+    return value;
+  }
+  return std::nullopt;
+}
+
+std::string num(std::optional<double> value, int decimals) {
+  return detail::fixed(present(value), decimals);
+}
+
+// Command metrics have any magnitude: more decimals for small figures.
+std::string general(std::optional<double> value) {
+  value = present(value);
+  if (!value) {
+    return "-";
+  }
+  const double magnitude = std::abs(*value);
+  return num(value, magnitude >= 100 ? 1 : magnitude >= 1 ? 2 : 4);
+}
+
+// A level on an axis or a tolerance: "10", "0.5", without trailing zeros.
+std::string short_number(double value) {
+  if (!std::isfinite(value)) {
+    return "-";
+  }
+  std::string out = svg::fixed(value, 2);
+  while (out.ends_with('0')) {
+    out.pop_back();
+  }
+  if (out.ends_with('.')) {
+    out.pop_back();
+  }
+  return out;
+}
+
+std::string td(const std::string& html, const std::string& css_class = "") {
+  return css_class.empty() ? "<td>" + html + "</td>" : "<td class=\"" + css_class + "\">" + html + "</td>";
+}
+
+std::string th(const std::string& text, const std::string& css_class = "") {
+  return css_class.empty() ? "<th>" + escape(text) + "</th>"
+                           : "<th class=\"" + css_class + "\">" + escape(text) + "</th>";
+}
+
+class Page {
+public:
+  explicit Page(const Report& report) : m_report(report) {
+    for (const auto& variant : report.variants) {
+      style_of(variant.name);
+    }
+  }
+
+  std::string render() {
+    m_out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+    m_out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    m_out += "<meta name=\"color-scheme\" content=\"light dark\">\n";
+    m_out += "<title>specctl report: " + escape(m_report.experiment) + "</title>\n";
+    m_out += std::string("<style>\n") + k_style + "</style>\n</head>\n<body>\n<main>\n";
+    header();
+    variants();
+    notes();
+    for (const auto& table : m_report.single_stream) {
+      single_stream(table);
+    }
+    for (const auto& table : m_report.levels) {
+      levels(table);
+    }
+    for (const auto& table : m_report.commands) {
+      commands(table);
+    }
+    expectations();
+    load_times();
+    m_out += "</main>\n</body>\n</html>\n";
+    return std::move(m_out);
+  }
+
+private:
+  // A variant keeps its color and marker in every plot: its place in the variants table.
+  int style_of(const std::string& variant) {
+    auto [it, inserted] = m_styles.try_emplace(variant, static_cast<int>(m_styles.size()));
+    return it->second;
+  }
+
+  const VariantRow* variant_row(const std::string& name) const {
+    auto it = std::find_if(m_report.variants.begin(), m_report.variants.end(),
+                           [&](const VariantRow& row) { return row.name == name; });
+    return it == m_report.variants.end() ? nullptr : &*it;
+  }
+
+  // Why a variant has no figure, for an empty bar slot: its status when not ok.
+  std::string missing_note(const std::string& name) const {
+    const VariantRow* row = variant_row(name);
+    return row && row->status != "ok" ? row->status : "no data";
+  }
+
+  // The variant's name, marked when it did not finish, so no table hides a failure.
+  std::string variant_cell(const std::string& name, int rows = 1) const {
+    std::string html = escape(name);
+    if (name == m_report.baseline) {
+      html += " <span class=\"muted\">(baseline)</span>";
+    }
+    if (const VariantRow* row = variant_row(name); row && row->status != "ok") {
+      html += " <span class=\"bad\">" + escape(row->status) + "</span>";
+    }
+    return rows > 1 ? "<td rowspan=\"" + std::to_string(rows) + "\">" + html + "</td>" : td(html);
+  }
+
+  void heading(const std::string& title, const std::string& spec) {
+    m_out += "<h2>" + escape(title) + "</h2>\n";
+    if (!spec.empty()) {
+      m_out += "<p class=\"spec\"><code>" + escape(spec) + "</code></p>\n";
+    }
+  }
+
+  void figure(const std::string& kind, const std::string& svg_text, const std::string& caption) {
+    m_out += "<figure class=\"plot\" data-plot=\"" + kind + "\">\n" + svg_text;
+    m_out += "<figcaption>" + escape(caption) + "</figcaption>\n</figure>\n";
+  }
+
+  void no_data(const std::string& what) { m_out += "<p class=\"nodata\">No data to plot " + escape(what) + ".</p>\n"; }
+
+  void header() {
+    m_out += "<header>\n<h1>" + escape(m_report.experiment) + "</h1>\n";
+    if (!m_report.description.empty()) {
+      m_out += "<p>" + escape(m_report.description) + "</p>\n";
+    }
+    m_out += "<dl class=\"meta\">\n";
+    auto item = [&](const std::string& name, const std::string& html) {
+      m_out += "<dt>" + escape(name) + "</dt><dd>" + html + "</dd>\n";
+    };
+    item("Started", escape(m_report.started.empty() ? "-" : m_report.started));
+    item("specctl", escape(m_report.specctl_version.empty() ? "-" : m_report.specctl_version));
+    item("Baseline", m_report.baseline.empty() ? "<span class=\"muted\">none</span>" : escape(m_report.baseline));
+    const std::string result_class = m_report.passed() ? "result-passed" : "result-failed";
+    item("Result", "<span class=\"" + result_class + "\">" + escape(detail::verdict_line(m_report)) + "</span>");
+    m_out += "</dl>\n</header>\n";
+  }
+
+  void variants() {
+    m_out += "<h2>Variants</h2>\n<table class=\"variants\">\n<thead><tr>";
+    m_out += th("Variant") + th("Status") + th("Host") + th("Attempt", "num") + th("Load (s)", "num") +
+             th("Duration (s)", "num") + th("Accept length", "num") + th("Reason") + "</tr></thead>\n<tbody>\n";
+    for (const auto& row : m_report.variants) {
+      const bool ok = row.status == "ok";
+      m_out += ok ? "<tr>" : "<tr class=\"failed\">";
+      m_out += td(escape(row.name)) + td(escape(row.status), ok ? "" : "bad") + td(escape(row.host)) +
+               td(row.attempt > 0 ? std::to_string(row.attempt) : "-", "num") + td(num(row.load_s, 1), "num") +
+               td(num(row.duration_s, 0), "num") + td(num(row.accept_length, 2), "num");
+      std::string reason;
+      if (!row.failed_phase.empty()) {
+        reason += "<strong>" + escape(row.failed_phase) + ":</strong> ";
+      }
+      reason += escape(row.reason);
+      if (!row.log_tail.empty()) {
+        reason += "<details><summary>server log tail</summary><pre>" + escape(row.log_tail) + "</pre></details>";
+      }
+      m_out += td(reason, "reason") + "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void notes() {
+    if (m_report.notes.empty()) {
+      return;
+    }
+    m_out += "<h2>Notes</h2>\n<ul class=\"notes\">\n";
+    for (const auto& note : m_report.notes) {
+      m_out += "<li>" + escape(note) + "</li>\n";
+    }
+    m_out += "</ul>\n";
+  }
+
+  void single_stream(const SingleStreamTable& table) {
+    heading("Single stream: " + table.benchmark, table.spec);
+    m_out += "<table class=\"single-stream\">\n<thead><tr>" + th("Variant") + th("Output tok/s", "num") +
+             th("Speedup [95% CI]", "num") + th("Verdict") + th("Accept length", "num") + th("TTFT (ms)", "num") +
+             th("TPOT (ms)", "num") + "</tr></thead>\n<tbody>\n";
+    svg::BarChart chart{.title = "Single-stream output tokens per second, " + table.benchmark,
+                        .y_label = "output tok/s (mean \u00b1 stdev)",
+                        .unit = "tok/s",
+                        .decimals = 1,
+                        .bars = {}};
+    for (const auto& row : table.rows) {
+      std::string tok_s = "-";
+      std::optional<double> mean;
+      std::optional<double> stdev;
+      if (row.tok_s && std::isfinite(row.tok_s->mean)) {
+        mean = row.tok_s->mean;
+        stdev = present(row.tok_s->stdev);
+        tok_s = num(mean, 1) + " \u00b1 " + num(stdev.value_or(0), 1) + " (" + std::to_string(row.tok_s->n) + ")";
+      }
+      std::string speedup = "-";
+      if (row.speedup && std::isfinite(row.speedup->value)) {
+        Ratio ratio = *row.speedup;
+        ratio.low = present(ratio.low);
+        ratio.high = present(ratio.high);
+        speedup = detail::times(ratio.value);
+        if (ratio.low && ratio.high) {
+          speedup += " " + detail::interval(ratio);
+        }
+      }
+      const std::string verdict(verdict_name(row.verdict));
+      m_out += "<tr>" + variant_cell(row.variant) + td(tok_s, "num") + td(escape(speedup), "num") +
+               td(escape(verdict), "verdict-" + util::slug(verdict)) + td(num(row.accept_length, 2), "num") +
+               td(num(row.ttft_ms, 1), "num") + td(num(row.tpot_ms, 2), "num") + "</tr>\n";
+      chart.bars.push_back({.label = row.variant,
+                            .value = mean,
+                            .error = stdev,
+                            .missing_note = missing_note(row.variant),
+                            .style = style_of(row.variant)});
+    }
+    m_out += "</tbody>\n</table>\n";
+    if (svg::has_data(chart)) {
+      figure("single-stream", svg::render(chart),
+             "Single stream, " + table.benchmark + ": output tok/s per variant, mean with \u00b1 one stdev over runs.");
+    } else {
+      no_data("for single stream " + table.benchmark);
+    }
+  }
+
+  // One table of a levels benchmark's figure: variants as rows, levels as columns.
+  void level_head(const LevelsTable& table, const std::string& first, const std::string& last = "",
+                  const std::string& second = "") {
+    m_out += "<thead><tr>" + th(first) + (second.empty() ? "" : th(second));
+    for (std::size_t i = 0; i < table.levels.size(); ++i) {
+      m_out += th(table.label(i), "num");
+    }
+    m_out += (last.empty() ? "" : th(last)) + "</tr></thead>\n<tbody>\n";
+  }
+
+  void levels(const LevelsTable& table) {
+    const std::string what = table.rate ? "request rate" : "concurrency";
+    heading((table.rate ? "Request rate: " : "Concurrency: ") + table.benchmark, table.spec);
+    m_out += "<h3>Output tok/s</h3>\n<table class=\"levels\">\n";
+    level_head(table, "Variant", "Crossover");
+    for (const auto& row : table.rows) {
+      const bool compared = std::any_of(row.levels.begin(), row.levels.end(),
+                                        [](const LevelFigures& f) { return present(f.speedup).has_value(); });
+      m_out += "<tr>" + variant_cell(row.variant);
+      for (const auto& figures : row.levels) {
+        m_out += td(num(figures.tok_s, 1), "num");
+      }
+      m_out += "<td" + std::string(compared ? " rowspan=\"2\"" : "") + ">" +
+               escape(detail::crossover_text(table, row.crossover)) + "</td></tr>\n";
+      if (compared) {
+        m_out += "<tr class=\"speedup\"><td>speedup</td>";
+        for (const auto& figures : row.levels) {
+          const auto speedup = present(figures.speedup);
+          const std::string css = !speedup ? "num" : *speedup >= 1 ? "num good" : "num bad";
+          m_out += td(escape(detail::times(speedup)), css);
+        }
+        m_out += "</tr>\n";
+      }
+    }
+    m_out += "</tbody>\n</table>\n";
+    latency_table(table, "TTFT (ms)", &LevelFigures::ttft_p50_ms, &LevelFigures::ttft_p99_ms, 1);
+    latency_table(table, "TPOT (ms)", &LevelFigures::tpot_p50_ms, &LevelFigures::tpot_p99_ms, 2);
+    accept_table(table);
+
+    svg::LineChart throughput{.title = "Output tok/s against " + what + ", " + table.benchmark,
+                              .x_label = table.rate ? "request rate (req/s)" : "concurrency (log scale)",
+                              .y_label = "output tok/s",
+                              .unit = "tok/s",
+                              .x_scale = x_scale(table),
+                              .x_ticks = {},
+                              .series = {},
+                              .legend_dashes = false};
+    if (throughput.x_scale == svg::ScaleKind::log && table.rate) {
+      throughput.x_label = "request rate (req/s, log scale)";
+    }
+    for (double level : table.levels) {
+      throughput.x_ticks.push_back({level, short_number(level)});
+    }
+    svg::LineChart ttft = throughput;
+    ttft.title = "TTFT p50 and p99 against " + what + ", " + table.benchmark;
+    ttft.y_label = "time to first token (ms)";
+    ttft.unit = "ms";
+    ttft.legend_dashes = true;
+    for (const auto& row : table.rows) {
+      const int style = style_of(row.variant);
+      svg::Series tok_s{.name = row.variant, .points = {}, .style = style, .dash = svg::Dash::solid, .in_legend = true};
+      svg::Series p50 = tok_s;
+      p50.name = row.variant + " p50";
+      svg::Series p99 = tok_s;
+      p99.name = row.variant + " p99";
+      p99.dash = svg::Dash::dashed;
+      p99.in_legend = false;
+      for (std::size_t i = 0; i < row.levels.size() && i < table.levels.size(); ++i) {
+        tok_s.points.push_back({table.levels[i], present(row.levels[i].tok_s)});
+        p50.points.push_back({table.levels[i], present(row.levels[i].ttft_p50_ms)});
+        p99.points.push_back({table.levels[i], present(row.levels[i].ttft_p99_ms)});
+      }
+      throughput.series.push_back(std::move(tok_s));
+      // The legend names the variant once; the dash legend says which line is p99.
+      p50.name = row.variant;
+      ttft.series.push_back(std::move(p50));
+      ttft.series.push_back(std::move(p99));
+    }
+    if (svg::has_data(throughput)) {
+      figure("throughput", svg::render(throughput),
+             "Output tok/s against " + what + " per variant, " + table.benchmark + ".");
+    } else {
+      no_data("for output tok/s of " + table.benchmark);
+    }
+    if (svg::has_data(ttft)) {
+      figure("ttft", svg::render(ttft), "TTFT against " + what + ", " + table.benchmark + ": p50 solid, p99 dashed.");
+    } else {
+      no_data("for TTFT of " + table.benchmark);
+    }
+  }
+
+  // Concurrency levels double or jump by decades: a log axis spaces them evenly.
+  // Rates are often evenly spaced, so they get a log axis only when they span a decade.
+  static svg::ScaleKind x_scale(const LevelsTable& table) {
+    if (table.levels.empty() || table.levels.front() <= 0) {
+      return svg::ScaleKind::linear;
+    }
+    if (!table.rate) {
+      return svg::ScaleKind::log;
+    }
+    return table.levels.back() / table.levels.front() >= 10 ? svg::ScaleKind::log : svg::ScaleKind::linear;
+  }
+
+  void latency_table(const LevelsTable& table, const std::string& title, std::optional<double> LevelFigures::*p50,
+                     std::optional<double> LevelFigures::*p99, int decimals) {
+    m_out += "<h3>" + escape(title) + "</h3>\n<table class=\"levels\">\n";
+    // Percentiles on rows of their own keep the columns narrow with many levels.
+    level_head(table, "Variant", "", "Percentile");
+    for (const auto& row : table.rows) {
+      m_out += "<tr>" + variant_cell(row.variant, 2) + td("p50");
+      for (const auto& figures : row.levels) {
+        m_out += td(num(figures.*p50, decimals), "num");
+      }
+      m_out += "</tr>\n<tr>" + td("p99");
+      for (const auto& figures : row.levels) {
+        m_out += td(num(figures.*p99, decimals), "num");
+      }
+      m_out += "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void accept_table(const LevelsTable& table) {
+    const bool any = std::any_of(table.rows.begin(), table.rows.end(), [](const LevelsRow& row) {
+      return std::any_of(row.levels.begin(), row.levels.end(),
+                         [](const LevelFigures& f) { return present(f.accept_length).has_value(); });
+    });
+    if (!any) {
+      return;
+    }
+    m_out += "<h3>Accept length</h3>\n<table class=\"levels\">\n";
+    level_head(table, "Variant");
+    for (const auto& row : table.rows) {
+      m_out += "<tr>" + variant_cell(row.variant);
+      for (const auto& figures : row.levels) {
+        m_out += td(num(figures.accept_length, 2), "num");
+      }
+      m_out += "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void commands(const CommandTable& table) {
+    heading("Command: " + table.benchmark, table.spec);
+    m_out += "<table class=\"command\">\n<thead><tr>" + th("Variant");
+    for (const auto& metric : table.metrics) {
+      m_out += th(metric, "num");
+    }
+    m_out += "</tr></thead>\n<tbody>\n";
+    for (const auto& [variant, values] : table.rows) {
+      m_out += "<tr>" + variant_cell(variant);
+      for (std::size_t i = 0; i < table.metrics.size(); ++i) {
+        m_out += td(general(i < values.size() ? values[i] : std::nullopt), "num");
+      }
+      m_out += "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void expectations() {
+    if (m_report.expectations.empty()) {
+      return;
+    }
+    m_out += "<h2>Expectations</h2>\n<table class=\"expectations\">\n<thead><tr>" + th("Variant") + th("Benchmark") +
+             th("Level") + th("Metric") + th("Expected", "num") + th("Measured", "num") + th("Delta", "num") +
+             th("Tolerance", "num") + th("Reproduced") + "</tr></thead>\n<tbody>\n";
+    for (const auto& row : m_report.expectations) {
+      m_out += row.reproduced ? "<tr>" : "<tr class=\"missed\">";
+      m_out += td(escape(row.variant)) + td(escape(row.benchmark)) + td(escape(row.level.empty() ? "-" : row.level)) +
+               td(escape(row.metric)) + td(general(row.expected), "num") + td(general(row.measured), "num") +
+               td(escape(detail::percent(present(row.delta_pct))), "num") +
+               td("\u00b1" + short_number(row.tolerance_pct) + "%", "num") +
+               (row.reproduced ? td("yes", "good") : td("no", "bad")) + "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void load_times() {
+    m_out += "<h2>Load time</h2>\n";
+    svg::BarChart chart{
+        .title = "Server load time per variant", .y_label = "load time (s)", .unit = "s", .decimals = 1, .bars = {}};
+    for (const auto& row : m_report.variants) {
+      chart.bars.push_back({.label = row.name,
+                            .value = present(row.load_s),
+                            .error = std::nullopt,
+                            .missing_note = row.status != "ok" ? row.status : "no data",
+                            .style = style_of(row.name)});
+    }
+    if (svg::has_data(chart)) {
+      figure("load-time", svg::render(chart), "Time from launch until the server was ready, per variant.");
+    } else {
+      no_data("for load times");
+    }
+  }
+
+  const Report& m_report;
+  std::map<std::string, int> m_styles;
+  std::string m_out;
+};
+
+} // namespace
+
+std::string to_html(const Report& report) {
+  return Page(report).render();
+}
+
+} // namespace specctl::report

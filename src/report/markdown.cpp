@@ -1,0 +1,203 @@
+#include "format.hpp"
+
+#include <specctl/util/text_table.hpp>
+
+#include <fmt/format.h>
+
+namespace specctl::report {
+
+namespace {
+
+using detail::fixed;
+using util::Align;
+using util::TextTable;
+
+std::string variants_section(const Report& r) {
+  TextTable table({{"variant"}, {"status"}, {"host"}, {"load s", Align::right}, {"accept len", Align::right},
+                   {"reason"}});
+  for (const auto& v : r.variants) {
+    table.add_row({v.name, v.status, v.host.empty() ? "-" : v.host,
+                   fixed(v.load_s, 1), fixed(v.accept_length, 2), v.reason});
+  }
+  return "## Variants\n\n" + table.markdown();
+}
+
+std::string single_stream_section(const SingleStreamTable& t) {
+  TextTable table({{"variant"},
+                   {"tok/s", Align::right},
+                   {"± stdev", Align::right},
+                   {"n", Align::right},
+                   {"speedup", Align::right},
+                   {"95% CI", Align::right},
+                   {"verdict"},
+                   {"accept len", Align::right},
+                   {"TTFT ms", Align::right},
+                   {"TPOT ms", Align::right}});
+  for (const auto& row : t.rows) {
+    bool measured = row.tok_s.has_value();
+    table.add_row({row.variant, fixed(measured ? std::optional(row.tok_s->mean) : std::nullopt, 1),
+                   fixed(measured ? std::optional(row.tok_s->stdev) : std::nullopt, 1),
+                   measured ? fmt::format("{}", row.tok_s->n) : "-",
+                   row.verdict == Verdict::baseline ? "1.00×" : detail::times(row.speedup ? std::optional(row.speedup->value)
+                                                                                         : std::nullopt),
+                   detail::interval(row.speedup), std::string(verdict_name(row.verdict)), fixed(row.accept_length, 2),
+                   fixed(row.ttft_ms, 1), fixed(row.tpot_ms, 2)});
+  }
+  return fmt::format("## {} (single stream)\n\n{}\n\n{}", t.benchmark, t.spec, table.markdown());
+}
+
+// A table of variants × levels whose cells `cell` writes.
+template <typename Cell>
+std::string level_grid(const LevelsTable& t, const std::string& title, Cell cell, bool with_crossover = false,
+                       bool skip_baseline = false, const std::string& baseline = {}) {
+  std::vector<util::TableColumn> columns = {{"variant"}};
+  for (std::size_t i = 0; i < t.levels.size(); ++i) {
+    columns.push_back({t.label(i), Align::right});
+  }
+  if (with_crossover) {
+    columns.push_back({"crossover"});
+  }
+  TextTable table(std::move(columns));
+  for (const auto& row : t.rows) {
+    if (skip_baseline && row.variant == baseline) {
+      continue;
+    }
+    std::vector<std::string> cells = {row.variant};
+    for (const auto& f : row.levels) {
+      cells.push_back(cell(f));
+    }
+    if (with_crossover) {
+      cells.push_back(detail::crossover_text(t, row.crossover));
+    }
+    table.add_row(std::move(cells));
+  }
+  return table.empty() ? std::string() : fmt::format("{}:\n\n{}\n", title, table.markdown());
+}
+
+std::string levels_section(const Report& r, const LevelsTable& t) {
+  std::string out = fmt::format("## {} ({})\n\n{}\n\n", t.benchmark, t.rate ? "request rate" : "concurrency", t.spec);
+  out += level_grid(t, "Output tok/s", [](const LevelFigures& f) { return fixed(f.tok_s, 1); }, !r.baseline.empty());
+  if (!r.baseline.empty()) {
+    out += level_grid(
+        t, fmt::format("Speedup vs {}", r.baseline), [](const LevelFigures& f) { return detail::times(f.speedup); },
+        false, true, r.baseline);
+  }
+  auto pair = [](std::optional<double> p50, std::optional<double> p99, int decimals) {
+    return p50 || p99 ? fixed(p50, decimals) + " / " + fixed(p99, decimals) : std::string("-");
+  };
+  out += level_grid(t, "TTFT p50 / p99 ms",
+                    [&](const LevelFigures& f) { return pair(f.ttft_p50_ms, f.ttft_p99_ms, 1); });
+  out += level_grid(t, "TPOT p50 / p99 ms",
+                    [&](const LevelFigures& f) { return pair(f.tpot_p50_ms, f.tpot_p99_ms, 2); });
+  bool any_accept = false;
+  for (const auto& row : t.rows) {
+    for (const auto& f : row.levels) {
+      any_accept |= f.accept_length.has_value();
+    }
+  }
+  if (any_accept) {
+    out += level_grid(t, "Accept length", [](const LevelFigures& f) { return fixed(f.accept_length, 2); });
+  }
+  if (out.ends_with("\n\n")) {
+    out.pop_back();
+  }
+  return out;
+}
+
+std::string command_section(const CommandTable& t) {
+  std::vector<util::TableColumn> columns = {{"variant"}};
+  for (const auto& m : t.metrics) {
+    columns.push_back({m, Align::right});
+  }
+  TextTable table(std::move(columns));
+  for (const auto& [variant, values] : t.rows) {
+    std::vector<std::string> cells = {variant};
+    for (const auto& v : values) {
+      cells.push_back(v ? fmt::format("{:.4g}", *v) : "-");
+    }
+    table.add_row(std::move(cells));
+  }
+  return fmt::format("## {} (command)\n\n{}\n\n{}", t.benchmark, t.spec, table.markdown());
+}
+
+std::string expectations_section(const Report& r) {
+  TextTable table({{"variant"},
+                   {"benchmark"},
+                   {"level"},
+                   {"metric"},
+                   {"expected", Align::right},
+                   {"measured", Align::right},
+                   {"delta", Align::right},
+                   {"tolerance", Align::right},
+                   {"reproduced"}});
+  for (const auto& e : r.expectations) {
+    table.add_row({e.variant, e.benchmark, e.level.empty() ? "-" : e.level, e.metric, fmt::format("{:g}", e.expected),
+                   e.measured ? fmt::format("{:.4g}", *e.measured) : "-", detail::percent(e.delta_pct),
+                   fmt::format("±{:g}%", e.tolerance_pct), e.reproduced ? "yes" : "NO"});
+  }
+  return "## Expectations\n\n" + table.markdown();
+}
+
+std::string failures_section(const Report& r) {
+  std::string out;
+  for (const auto& v : r.variants) {
+    if (v.status == "ok") {
+      continue;
+    }
+    out += fmt::format("- **{}** ({}): {}\n", v.name, v.status, v.reason);
+    if (!v.log_tail.empty()) {
+      out += "\n  ```\n";
+      std::string_view rest = v.log_tail;
+      while (!rest.empty()) {
+        auto end = rest.find('\n');
+        out += fmt::format("  {}\n", rest.substr(0, end));
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      }
+      out += "  ```\n";
+    }
+  }
+  return out.empty() ? out : "## Failures\n\n" + out;
+}
+
+} // namespace
+
+std::string to_markdown(const Report& r) {
+  std::vector<std::string> sections;
+  std::string head = fmt::format("# {}: comparison report\n\n", r.experiment);
+  if (!r.description.empty()) {
+    head += r.description + "\n\n";
+  }
+  head += fmt::format("Started {} with specctl {}; baseline: {}.\n\n**{}**", r.started, r.specctl_version,
+                      r.baseline.empty() ? "none" : r.baseline, detail::verdict_line(r));
+  for (const auto& note : r.notes) {
+    head += fmt::format("\n\n> Note: {}", note);
+  }
+  sections.push_back(head);
+  sections.push_back(variants_section(r));
+  for (const auto& t : r.single_stream) {
+    sections.push_back(single_stream_section(t));
+  }
+  for (const auto& t : r.levels) {
+    sections.push_back(levels_section(r, t));
+  }
+  for (const auto& t : r.commands) {
+    sections.push_back(command_section(t));
+  }
+  if (!r.expectations.empty()) {
+    sections.push_back(expectations_section(r));
+  }
+  if (auto failures = failures_section(r); !failures.empty()) {
+    sections.push_back(failures);
+  }
+  std::string out;
+  for (auto& s : sections) {
+    while (s.ends_with("\n")) {
+      s.pop_back();
+    }
+    out += s + "\n\n";
+  }
+  out.pop_back();
+  return out;
+}
+
+} // namespace specctl::report
