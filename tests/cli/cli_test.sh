@@ -123,5 +123,25 @@ if command -v python3 >/dev/null; then
   kill "$holder" 2>/dev/null
 fi
 
+# specctl report / compare on the fixed result folder of tests/data/report (copied: report writes files).
+cp -r tests/data/report/sweep "$tmp/sweep"
+expect report-fixture 1 "$specctl" report "$tmp/sweep"
+same report-stdout "$tmp/out" "$(cat tests/data/report/golden/sweep.md)"
+contains report-wrote "$tmp/err" "wrote $tmp/sweep/junit.xml"
+expect report-junit 1 "$specctl" report "$tmp/sweep" --format junit
+same report-junit-text "$tmp/out" "$(cat tests/data/report/golden/sweep.junit.xml)"
+expect report-bad-format 2 "$specctl" report "$tmp/sweep" --format pdf
+expect report-bad-baseline 2 "$specctl" report "$tmp/sweep" --baseline eagle
+same report-bad-baseline-text "$tmp/err" 'specctl: error: --baseline "eagle": not a variant of this run (did you mean "eagle3"?)'
+expect report-missing-dir 2 "$specctl" report "$tmp/no-such-dir"
+contains report-missing-dir-text "$tmp/err" "no-such-dir"
+mkdir "$tmp/empty"
+expect report-not-a-run 2 "$specctl" report "$tmp/empty"
+same report-not-a-run-text "$tmp/err" "specctl: error: $tmp/empty/run.json: cannot read run.json (is \"$tmp/empty\" a specctl result folder?)"
+expect compare-same 0 "$specctl" compare "$tmp/sweep" tests/data/report/sweep
+contains compare-same-text "$tmp/out" "**no regression: 0 faster, 0 slower,"
+expect compare-json 0 "$specctl" compare "$tmp/sweep" tests/data/report/sweep --format json
+contains compare-json-text "$tmp/out" '"format": "specctl-comparison"'
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
