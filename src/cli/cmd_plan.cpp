@@ -27,7 +27,9 @@ int probe(const experiment::Experiment& e) {
   int code = k_exit_ok;
   std::cout << "\nprobe (nothing is changed):\n";
   for (const auto& variant : e.variants) {
-    const auto& spec = e.hosts.at(variant.server.host);
+    const auto* pool = &e.hosts.at(variant.server.host);
+    // A pool's variant may run on any member: probe the first.
+    const auto& spec = pool->kind == experiment::HostKind::pool ? e.hosts.at(pool->members.at(0)) : *pool;
     auto& host = hosts[spec.name];
     if (!host) {
       auto connected = experiment::connect_host(spec);

@@ -3,11 +3,17 @@
 #include <specctl/remote/local_host.hpp>
 #include <specctl/remote/ssh_host.hpp>
 
+#include <fmt/format.h>
+
 namespace specctl::experiment {
 
 std::expected<std::unique_ptr<remote::Host>, Error> connect_host(const HostSpec& spec) {
   if (spec.kind == HostKind::local) {
     return std::make_unique<remote::LocalHost>();
+  }
+  if (spec.kind == HostKind::pool) {
+    return std::unexpected(
+        Error(fmt::format("\"{}\" is a pool: connect to one of its hosts", spec.name), ErrorKind::bad_input));
   }
   remote::SshTarget target;
   target.name = spec.name;

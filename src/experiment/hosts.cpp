@@ -1,7 +1,10 @@
 #include "layer.hpp"
 
+#include <specctl/util/text.hpp>
+
 #include <specctl/remote/ssh_config.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -11,7 +14,8 @@ namespace specctl::experiment::detail {
 
 namespace {
 
-const std::vector<std::string> k_host_keys = {"local", "ssh", "identity", "host_key", "known_hosts"};
+const std::vector<std::string> k_host_keys = {"local",       "ssh",       "identity", "host_key",
+                                              "known_hosts", "state_dir", "pool"};
 
 struct SshTarget {
   std::optional<std::string> user;
@@ -68,6 +72,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
   if (hosts.entries().empty()) {
     hosts.error("no hosts (leave hosts out to run on this machine)");
   }
+  std::vector<std::pair<std::string, util::YamlField>> pools;
   for (const auto& [name, name_at, field] : hosts.entries()) {
     HostSpec spec;
     spec.name = name;
@@ -76,6 +81,31 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
       continue;
     }
     field.check_keys(k_host_keys);
+    if (field["pool"].present()) {
+      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir"}) {
+        if (field[key].present()) {
+          field[key].error("a pool takes only \"pool: [host, ...]\"; set this on its hosts");
+        }
+      }
+      spec.kind = HostKind::pool;
+      if (field["pool"].expect_list()) {
+        for (const auto& item : field["pool"].items()) {
+          // Type errors are reported once, when the members are checked below.
+          if (item.node().IsScalar()) {
+            spec.members.push_back(item.node().as<std::string>());
+          }
+        }
+        if (spec.members.empty()) {
+          field["pool"].error("an empty pool");
+        }
+      }
+      pools.emplace_back(name, field);
+      out.emplace(name, spec);
+      continue;
+    }
+    if (field["state_dir"].present()) {
+      spec.state_dir = field["state_dir"].as_string();
+    }
     bool local = field["local"].present() && field["local"].as_bool().value_or(false);
     bool ssh = field["ssh"].present();
     if (local == ssh) {
@@ -123,6 +153,29 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
     }
     out.emplace(name, spec);
   }
+  // A pool's members are machines defined above, each named once.
+  for (const auto& [name, field] : pools) {
+    std::vector<std::string> seen;
+    for (const auto& item : field["pool"].items()) {
+      auto member = item.as_string();
+      if (!member) {
+        continue;
+      }
+      auto it = out.find(*member);
+      if (it == out.end()) {
+        std::vector<std::string> names;
+        for (const auto& [host, spec] : out) {
+          names.push_back(host);
+        }
+        item.error(fmt::format("unknown host \"{}\"{}", *member, util::did_you_mean(*member, names)));
+      } else if (it->second.kind == HostKind::pool) {
+        item.error(fmt::format("\"{}\" is a pool; a pool holds hosts", *member));
+      } else if (std::find(seen.begin(), seen.end(), *member) != seen.end()) {
+        item.error(fmt::format("\"{}\" is listed twice", *member));
+      }
+      seen.push_back(*member);
+    }
+  }
   return out;
 }
 
@@ -133,6 +186,13 @@ namespace specctl::experiment {
 std::string HostSpec::describe() const {
   if (kind == HostKind::local) {
     return "local";
+  }
+  if (kind == HostKind::pool) {
+    std::string out = "pool of ";
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      out += (i == 0 ? "" : ", ") + members[i];
+    }
+    return out;
   }
   bool v6 = hostname.find(':') != std::string::npos;
   std::string target = fmt::format("{}@{}{}{}:{}", user, v6 ? "[" : "", hostname, v6 ? "]" : "", port);

@@ -57,6 +57,14 @@ const HostSpec& host_of(const Experiment& experiment, const Variant& variant) {
 
 } // namespace
 
+util::Duration Plan::makespan() const {
+  util::Duration longest{0};
+  for (const auto& h : schedule) {
+    longest = std::max(longest, h.busy);
+  }
+  return longest;
+}
+
 util::Duration Plan::total() const {
   util::Duration sum{0};
   for (const auto& v : variants) {
@@ -82,6 +90,27 @@ Plan make_plan(const Experiment& experiment, const server::RenderOptions& option
     planned.estimate.teardown = teardown_bound(variant.server.cleanup);
     plan.variants.push_back(std::move(planned));
   }
+  // List scheduling, as the runner does it: in queue order, to the candidate host free first.
+  for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+    const auto& planned = plan.variants[i];
+    const HostSpec& host = host_of(experiment, *planned.variant);
+    std::vector<std::string> candidates =
+        host.kind == HostKind::pool ? host.members : std::vector<std::string>{host.name.empty() ? "local" : host.name};
+    for (const auto& name : candidates) {
+      if (std::none_of(plan.schedule.begin(), plan.schedule.end(), [&](const auto& h) { return h.host == name; })) {
+        plan.schedule.push_back(HostSchedule{name, {}, util::Duration{0}});
+      }
+    }
+    HostSchedule* best = nullptr;
+    for (auto& h : plan.schedule) {
+      bool candidate = std::find(candidates.begin(), candidates.end(), h.host) != candidates.end();
+      if (candidate && (best == nullptr || h.busy < best->busy)) {
+        best = &h;
+      }
+    }
+    best->variants.push_back(i);
+    best->busy += planned.estimate.total();
+  }
   return plan;
 }
 
@@ -106,7 +135,10 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
   }
   return fmt::format("stop specctl's earlier servers on {}; {}; then wait until each GPU uses < {} MiB (at most {}); "
                      "port {} must be free",
-                     host.name.empty() ? "the host" : host.name, action, cleanup.gpu_free_below_mib,
+                     host.name.empty()                ? "the host"
+                     : host.kind == HostKind::pool ? "the pool's host it runs on"
+                                                   : host.name,
+                     action, cleanup.gpu_free_below_mib,
                      util::format_duration(cleanup.timeout), server.port);
 }
 
@@ -133,7 +165,9 @@ std::string format_plan(const Plan& plan) {
     if (!v.description.empty()) {
       out += fmt::format("  about:      {}\n", v.description);
     }
-    out += fmt::format("  host:       {} ({})\n", host.name, host.kind == HostKind::local ? "local" : "ssh");
+    out += fmt::format("  host:       {} ({})\n", host.name, host.kind == HostKind::local ? "local"
+                                                         : host.kind == HostKind::ssh ? "ssh"
+                                                                                      : host.describe());
     out += fmt::format("  template:   {} ({})\n", s.tmpl->name, s.tmpl->file);
     out += fmt::format("  model:      {}\n", s.model);
     out += fmt::format("  knobs:      {}\n", knobs_text(s));
@@ -180,9 +214,22 @@ std::string format_plan(const Plan& plan) {
                          x.tolerance_pct);
     }
   }
-  out += fmt::format("\nestimate: at most {} for {} variant{} (every wait to its timeout, streams as slow as 2 "
-                     "tok/s); a healthy sweep is much faster\n",
-                     util::format_duration(plan.total()), plan.variants.size(), plan.variants.size() == 1 ? "" : "s");
+  if (plan.schedule.size() > 1) {
+    out += "\nschedule (one variant per host at a time, all hosts at once):\n";
+    for (const auto& h : plan.schedule) {
+      std::string names;
+      for (auto i : h.variants) {
+        names += (names.empty() ? "" : ", ") + plan.variants[i].variant->name;
+      }
+      out += fmt::format("  {}: {} (at most {})\n", h.host, names.empty() ? "-" : names, util::format_duration(h.busy));
+    }
+  }
+  out += fmt::format("\nestimate: at most {} for {} variant{}", util::format_duration(plan.makespan()),
+                     plan.variants.size(), plan.variants.size() == 1 ? "" : "s");
+  if (plan.schedule.size() > 1) {
+    out += fmt::format(" on {} hosts ({} on one)", plan.schedule.size(), util::format_duration(plan.total()));
+  }
+  out += " (every wait to its timeout, streams as slow as 2 tok/s); a healthy sweep is much faster\n";
   return out;
 }
 
@@ -196,7 +243,13 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   out["hosts"] = nlohmann::ordered_json::object();
   for (const auto& [name, host] : e.hosts) {
     nlohmann::ordered_json h;
-    h["kind"] = host.kind == HostKind::local ? "local" : "ssh";
+    h["kind"] = host.kind == HostKind::local ? "local" : host.kind == HostKind::ssh ? "ssh" : "pool";
+    if (host.kind == HostKind::pool) {
+      h["members"] = host.members;
+    }
+    if (host.state_dir) {
+      h["state_dir"] = *host.state_dir;
+    }
     if (host.kind == HostKind::ssh) {
       h["user"] = host.user;
       h["hostname"] = host.hostname;
@@ -282,7 +335,15 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     out["expectations"].push_back(j);
   }
   out["report_formats"] = e.report.formats;
-  out["estimate_s"] = seconds(plan.total());
+  out["schedule"] = nlohmann::ordered_json::object();
+  for (const auto& h : plan.schedule) {
+    std::vector<std::string> names;
+    for (auto i : h.variants) {
+      names.push_back(plan.variants[i].variant->name);
+    }
+    out["schedule"][h.host] = names;
+  }
+  out["estimate_s"] = seconds(plan.makespan());
   return out;
 }
 

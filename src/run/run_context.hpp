@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,22 +35,31 @@ class HostPool {
 public:
   explicit HostPool(const experiment::Experiment& experiment) : m_experiment(experiment) {}
 
+  // Connects outside the lock: hosts of a pool connect at once, and a slow one
+  // holds up no other. Each host is used by one variant at a time.
   std::expected<remote::Host*, Error> get(const std::string& name) {
-    std::lock_guard lock(m_mutex);
-    if (auto it = m_hosts.find(name); it != m_hosts.end()) {
-      return it->second.get();
-    }
     experiment::HostSpec spec;
-    if (auto it = m_experiment.hosts.find(name); it != m_experiment.hosts.end()) {
-      spec = it->second;
-    } else if (!name.empty() && name != "local") {
-      return std::unexpected(Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
+    {
+      std::lock_guard lock(m_mutex);
+      if (auto it = m_hosts.find(name); it != m_hosts.end()) {
+        return it->second.get();
+      }
+      if (auto it = m_experiment.hosts.find(name); it != m_experiment.hosts.end()) {
+        spec = it->second;
+      } else if (!name.empty() && name != "local") {
+        return std::unexpected(Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
+      }
     }
     auto host = experiment::connect_host(spec);
     if (!host) {
       return std::unexpected(host.error());
     }
-    return (m_hosts[name] = std::move(*host)).get();
+    std::lock_guard lock(m_mutex);
+    auto& slot = m_hosts[name];
+    if (!slot) {
+      slot = std::move(*host);
+    }
+    return slot.get();
   }
 
   // Forgets a connection that failed for good, so the next get() opens a new one.
@@ -138,9 +148,34 @@ struct VariantContext {
   Provenance& provenance;
 };
 
-// One attempt at a variant, from connect to teardown: its result document
-// (status ok, failed or interrupted). `transient` says whether trying again may help.
+// One attempt at a variant on `node` (its host, or a member of its pool), from
+// connect to teardown: its result document (status ok, failed or interrupted).
+// `transient` says whether trying again may help.
 nlohmann::ordered_json run_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
-                                   int index, int total, int attempt, bool& transient);
+                                   const std::string& node, int index, int total, int attempt, bool& transient);
+
+// A variant to run and its 1-based position in the sweep.
+struct Job {
+  const experiment::PlannedVariant* planned = nullptr;
+  int index = 0;
+};
+
+struct SweepCounts {
+  int ok = 0;
+  int failed = 0;
+  bool interrupted = false;
+};
+
+// Called (under the scheduler's lock, one at a time) with each variant's final
+// result document: ok, failed after its last attempt, or interrupted.
+using FinishedFn = std::function<void(const nlohmann::ordered_json& result)>;
+
+// Runs the jobs on the hosts they may use: a variant's host, or any member of
+// its pool, one variant per host at a time and all hosts at once. A transient
+// failure is tried again (on another member when there is one, after a backoff
+// otherwise); a pool member that fails k_node_failures variants in a row for
+// reasons of its own is taken out, and variants left without a host fail.
+// Returns when every job finished, or at Ctrl-C or --fail-fast.
+SweepCounts run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished);
 
 } // namespace specctl::run::detail

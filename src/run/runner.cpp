@@ -284,13 +284,10 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
 
   detail::VariantContext shared{experiment, options, paths, journal, display, pool, provenance};
   int total = static_cast<int>(selected.size());
+  std::vector<detail::Job> jobs;
   for (int k = 0; k < total; ++k) {
     const auto& planned = *selected[static_cast<std::size_t>(k)];
     const std::string& name = planned.variant->name;
-    if (options.stop != nullptr && options.stop->load()) {
-      outcome.interrupted = true;
-      break;
-    }
     if (options.resume) {
       if (auto kept = report::read_result(paths, name); kept && kept->value("status", "") == "ok") {
         ++outcome.kept;
@@ -300,43 +297,21 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
         continue;
       }
     }
-    ordered result;
-    int attempts = 1 + std::max(options.retries, 0);
-    for (int attempt = 1; attempt <= attempts; ++attempt) {
-      journal.record("variant_started", {{"variant", name}, {"attempt", attempt}, {"index", k + 1}, {"of", total}});
-      bool transient = false;
-      result = detail::run_variant(shared, planned, k + 1, total, attempt, transient);
-      if (!transient || attempt == attempts || (options.stop != nullptr && options.stop->load())) {
-        break;
-      }
-      auto backoff = std::min<util::Duration>(options.retry_backoff * (1 << (attempt - 1)), detail::k_max_backoff);
-      display.message(name, Severity::warning,
-                      fmt::format("{}; trying again in {} (attempt {} of {})", result.value("reason", ""),
-                                  util::format_duration(backoff), attempt + 1, attempts));
-      journal.record("variant_retry", {{"variant", name}, {"attempt", attempt}, {"reason", result.value("reason", "")}});
-      pool.drop(result.value("host", "local"));
-      if (detail::sleep_or_stop(backoff, options.stop)) {
-        break;
-      }
-    }
+    jobs.push_back({&planned, k + 1});
+  }
+  auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& result) {
+    std::string name = result.value("variant", "");
     std::string status = result.value("status", "failed");
-    if (status == "interrupted") {
-      outcome.interrupted = true;
-    }
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.
     write_or_throw(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-    journal.record("variant_finished",
-                   {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
-    if (status == "interrupted") {
-      break;
+    journal.record("variant_finished", {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
+    if (status != "interrupted") {
+      display.variant_finished(finished_row(experiment, json(result)));
     }
-    status == "ok" ? ++outcome.ok : ++outcome.failed;
-    display.variant_finished(finished_row(experiment, json(result)));
-    if (status != "ok" && options.fail_fast) {
-      display.message(name, Severity::error, "stopping the sweep: --fail-fast");
-      break;
-    }
-  }
+  });
+  outcome.ok += counts.ok;
+  outcome.failed += counts.failed;
+  outcome.interrupted = counts.interrupted;
 
   // The report is made from the folder alone, exactly as `specctl report DIR` makes it.
   auto made = report::build_report(report::read_run(options.out_dir));

@@ -165,13 +165,21 @@ void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std
   }
 }
 
+std::string state_dir_of(const VariantContext& shared, const std::string& node) {
+  auto it = shared.experiment.hosts.find(node);
+  return it != shared.experiment.hosts.end() && it->second.state_dir ? *it->second.state_dir
+                                                                     : shared.options.state_dir;
+}
+
 class VariantRun {
 public:
   using Shared = VariantContext;
 
-  VariantRun(const Shared& shared, const experiment::PlannedVariant& planned, int index, int total, int attempt)
+  VariantRun(const Shared& shared, const experiment::PlannedVariant& planned, std::string node, int index, int total,
+             int attempt)
       : m_s(shared), m_planned(planned), m_variant(*planned.variant), m_config(planned.variant->server),
-        m_index(index), m_total(total), m_attempt(attempt), m_reporter(shared.display.reporter_for(m_variant.name)) {}
+        m_node(std::move(node)), m_state_dir(state_dir_of(shared, m_node)), m_index(index), m_total(total),
+        m_attempt(attempt), m_reporter(shared.display.reporter_for(m_variant.name)) {}
 
   // The variant's result document; `transient` says whether trying again may help.
   ordered run(bool& transient) {
@@ -179,7 +187,7 @@ public:
     m_result["version"] = report::k_results_version;
     m_result["variant"] = m_variant.name;
     m_result["description"] = m_variant.description;
-    m_result["host"] = m_config.host.empty() ? "local" : m_config.host;
+    m_result["host"] = m_node;
     m_result["attempt"] = m_attempt;
     m_result["started"] = utc_timestamp(std::chrono::system_clock::now());
     m_result["phases"] = ordered::object();
@@ -251,7 +259,7 @@ private:
 
     begin("cleanup");
     server::CleanupOptions cleanup_options;
-    cleanup_options.state_dir = m_s.options.state_dir;
+    cleanup_options.state_dir = m_state_dir;
     auto cleanup = must(server::cleanup_before_launch(*m_host, m_config, cleanup_options, *m_reporter), "cleanup");
     m_result["cleanup"] = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
     end({{"actions", cleanup.actions}});
@@ -263,8 +271,8 @@ private:
                                                                      std::chrono::system_clock::now()))),
                                   random_suffix());
     m_s.journal.record("launching", {{"variant", m_variant.name}, {"host", m_result["host"]}, {"tag", tag},
-                                     {"state_dir", m_s.options.state_dir}});
-    m_server = must(server::launch(*m_host, m_config, m_planned.launch, tag, m_s.options.state_dir), "launch");
+                                     {"state_dir", m_state_dir}});
+    m_server = must(server::launch(*m_host, m_config, m_planned.launch, tag, m_state_dir), "launch");
     m_s.journal.record("launched", {{"variant", m_variant.name},
                                     {"host", m_result["host"]},
                                     {"tag", tag},
@@ -668,6 +676,9 @@ private:
   const experiment::PlannedVariant& m_planned;
   const experiment::Variant& m_variant;
   const server::ServerConfig& m_config;
+  // The machine this attempt runs on: the variant's host, or a member of its pool.
+  std::string m_node;
+  std::string m_state_dir;
   int m_index;
   int m_total;
   int m_attempt;
@@ -682,9 +693,9 @@ private:
 
 } // namespace
 
-ordered run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, int index, int total,
-                    int attempt, bool& transient) {
-  return VariantRun(context, planned, index, total, attempt).run(transient);
+ordered run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, const std::string& node,
+                    int index, int total, int attempt, bool& transient) {
+  return VariantRun(context, planned, node, index, total, attempt).run(transient);
 }
 
 } // namespace specctl::run::detail

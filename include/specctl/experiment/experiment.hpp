@@ -17,7 +17,8 @@ namespace specctl::experiment {
 
 using server::ServerConfig;
 
-enum class HostKind { local, ssh };
+// pool: not a machine but a set of hosts a sweep spreads its variants over.
+enum class HostKind { local, ssh, pool };
 // strict: the host key must already be in known_hosts; accept_new: unknown hosts are added, changed keys refused.
 enum class HostKeyPolicy { strict, accept_new };
 
@@ -33,9 +34,14 @@ struct HostSpec {
   std::string known_hosts = "~/.ssh/known_hosts";
   // The ~/.ssh/config alias this host was resolved from, if any.
   std::optional<std::string> ssh_alias;
+  // Where specctl keeps its servers' records on this host; the run's --state-dir
+  // when unset. Nodes that share a home directory over NFS need one each.
+  std::optional<std::string> state_dir;
+  // Pool only: the hosts (local or SSH) it schedules across, in order.
+  std::vector<std::string> members;
   util::Location where;
 
-  // "local" or "ssh root@gpu-node-1:22".
+  // "local", "ssh root@gpu-node-1:22", or "pool of node-1, node-2".
   std::string describe() const;
 };
 

@@ -25,12 +25,26 @@ struct PlannedVariant {
   VariantEstimate estimate;
 };
 
+// The variants one host would run, in order, if every variant took its upper bound.
+struct HostSchedule {
+  std::string host;
+  // Indices into Plan::variants.
+  std::vector<std::size_t> variants;
+  util::Duration busy{0};
+};
+
 // What `specctl run` would do, in run order, without touching any host.
 struct Plan {
   const Experiment* experiment = nullptr;
   std::vector<PlannedVariant> variants;
+  // Per machine, as the runner's queue would hand variants out: each to the
+  // first of its hosts (its own, or its pool's members) to become free.
+  std::vector<HostSchedule> schedule;
 
+  // The sum of the variants' bounds: one host, one variant after another.
   util::Duration total() const;
+  // The longest host's schedule: the sweep's bound with its hosts working at once.
+  util::Duration makespan() const;
 };
 
 Plan make_plan(const Experiment& experiment, const server::RenderOptions& options);

@@ -1,0 +1,232 @@
+#include "run_context.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <set>
+#include <thread>
+
+namespace specctl::run::detail {
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+using SteadyClock = std::chrono::steady_clock;
+
+// Idle workers look at the queue at least this often: for a retry's backoff
+// running out, and for Ctrl-C.
+constexpr auto k_idle_poll = std::chrono::milliseconds{250};
+// A pool member that fails this many variants in a row for reasons of its own
+// (unreachable, GPUs never freed) is taken out of the pool.
+constexpr int k_node_failures = 2;
+
+struct Item {
+  Job job;
+  int attempt = 1;
+  // Pool members that already failed this variant; others are tried first.
+  std::set<std::string> avoid;
+  SteadyClock::time_point not_before{};
+};
+
+struct NodeState {
+  int failures_in_a_row = 0;
+  bool out = false;
+};
+
+class Scheduler {
+public:
+  Scheduler(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished)
+      : m_c(context), m_total(total), m_finished(finished) {
+    for (auto& job : jobs) {
+      for (const auto& node : candidates(job)) {
+        if (!m_nodes.contains(node)) {
+          m_nodes[node] = {};
+          m_order.push_back(node);
+        }
+      }
+      Item item;
+      item.job = job;
+      m_queue.push_back(std::move(item));
+    }
+  }
+
+  SweepCounts run() {
+    std::vector<std::thread> workers;
+    workers.reserve(m_order.size());
+    for (const auto& node : m_order) {
+      workers.emplace_back([this, node] { work(node); });
+    }
+    for (auto& w : workers) {
+      w.join();
+    }
+    return m_counts;
+  }
+
+private:
+  std::vector<std::string> candidates(const Job& job) const {
+    const std::string& host = job.planned->variant->server.host;
+    auto it = m_c.experiment.hosts.find(host);
+    if (it != m_c.experiment.hosts.end() && it->second.kind == experiment::HostKind::pool) {
+      return it->second.members;
+    }
+    return {host.empty() ? std::string("local") : host};
+  }
+
+  std::vector<std::string> live_candidates(const Job& job) const {
+    auto all = candidates(job);
+    std::erase_if(all, [&](const std::string& node) { return m_nodes.at(node).out; });
+    return all;
+  }
+
+  bool stop_requested() const { return m_c.options.stop != nullptr && m_c.options.stop->load(); }
+
+  // The first queued item this node may take now, preferring nodes that have
+  // not failed it yet.
+  std::optional<std::size_t> pick(const std::string& node) const {
+    auto now = SteadyClock::now();
+    for (std::size_t i = 0; i < m_queue.size(); ++i) {
+      const Item& item = m_queue[i];
+      auto live = live_candidates(item.job);
+      if (std::find(live.begin(), live.end(), node) == live.end() || now < item.not_before) {
+        continue;
+      }
+      bool fresh_elsewhere = std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
+      if (item.avoid.contains(node) && fresh_elsewhere) {
+        continue;
+      }
+      return i;
+    }
+    return std::nullopt;
+  }
+
+  void work(const std::string& node) {
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+      if (stop_requested()) {
+        m_stopping = true;
+        m_counts.interrupted = true;
+      }
+      if (m_stopping || m_nodes.at(node).out || (m_queue.empty() && m_running == 0)) {
+        m_changed.notify_all();
+        return;
+      }
+      auto at = pick(node);
+      if (!at) {
+        m_changed.wait_for(lock, k_idle_poll);
+        continue;
+      }
+      Item item = m_queue[*at];
+      m_queue.erase(m_queue.begin() + static_cast<std::ptrdiff_t>(*at));
+      ++m_running;
+      lock.unlock();
+      const std::string& name = item.job.planned->variant->name;
+      m_c.journal.record("variant_started", {{"variant", name},
+                                             {"attempt", item.attempt},
+                                             {"index", item.job.index},
+                                             {"of", m_total},
+                                             {"host", node}});
+      bool transient = false;
+      ordered result = run_variant(m_c, *item.job.planned, node, item.job.index, m_total, item.attempt, transient);
+      lock.lock();
+      --m_running;
+      settle(node, std::move(item), std::move(result), transient);
+      m_changed.notify_all();
+    }
+  }
+
+  // What happens after an attempt: a result, a retry, or a node taken out. Called locked.
+  void settle(const std::string& node, Item item, ordered result, bool transient) {
+    const std::string name = item.job.planned->variant->name;
+    std::string status = result.value("status", "failed");
+    if (status == "interrupted") {
+      m_counts.interrupted = true;
+      m_stopping = true;
+      m_finished(result);
+      return;
+    }
+    bool pooled = candidates(item.job).size() > 1;
+    std::string phase = result.contains("failure") ? result["failure"].value("phase", "") : "";
+    // The node's own fault rather than the variant's: the same variant may work elsewhere.
+    bool node_fault = status != "ok" && (transient || (pooled && phase == "cleanup"));
+    auto& state = m_nodes.at(node);
+    state.failures_in_a_row = status == "ok" ? 0 : state.failures_in_a_row + (node_fault ? 1 : 0);
+    if (node_fault && pooled && state.failures_in_a_row >= k_node_failures) {
+      take_out(node, result.value("reason", status));
+    }
+    int attempts = 1 + std::max(m_c.options.retries, 0);
+    auto live = live_candidates(item.job);
+    if (node_fault && item.attempt < attempts && !live.empty() && !stop_requested()) {
+      item.avoid.insert(node);
+      bool elsewhere = std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
+      // Another node may take it at once; the same node only after a backoff.
+      auto backoff = elsewhere ? util::Duration{0}
+                               : std::min<util::Duration>(m_c.options.retry_backoff * (1 << (item.attempt - 1)),
+                                                          k_max_backoff);
+      m_c.display.message(name, Severity::warning,
+                          fmt::format("{}; trying again{}{} (attempt {} of {})", result.value("reason", ""),
+                                      elsewhere ? " on another host" : "",
+                                      backoff.count() > 0 ? " in " + util::format_duration(backoff) : "",
+                                      item.attempt + 1, attempts));
+      m_c.journal.record("variant_retry",
+                         {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", result.value("reason", "")}});
+      m_c.pool.drop(node);
+      item.attempt += 1;
+      item.not_before = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(backoff);
+      m_queue.push_front(std::move(item));
+      return;
+    }
+    status == "ok" ? ++m_counts.ok : ++m_counts.failed;
+    m_finished(result);
+    if (status != "ok" && m_c.options.fail_fast) {
+      m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
+      m_stopping = true;
+    }
+  }
+
+  // Takes a node out of the sweep; variants left with no host fail with the reason. Called locked.
+  void take_out(const std::string& node, const std::string& reason) {
+    m_nodes.at(node).out = true;
+    m_c.display.message("", Severity::error,
+                        fmt::format("taking {} out of the pool: {} failures in a row (last: {})", node,
+                                    k_node_failures, reason));
+    m_c.journal.record("host_removed", {{"host", node}, {"reason", reason}});
+    for (auto it = m_queue.begin(); it != m_queue.end();) {
+      if (!live_candidates(it->job).empty()) {
+        ++it;
+        continue;
+      }
+      const auto& variant = *it->job.planned->variant;
+      ordered result = {{"format", report::k_result_format},
+                        {"version", report::k_results_version},
+                        {"variant", variant.name},
+                        {"status", "failed"},
+                        {"reason", fmt::format("connect: no host left to run it ({} was taken out: {})", node, reason)},
+                        {"failure", {{"phase", "connect"}, {"kind", "unreachable"}, {"message", reason}}},
+                        {"host", node},
+                        {"attempt", it->attempt}};
+      ++m_counts.failed;
+      m_finished(result);
+      it = m_queue.erase(it);
+    }
+  }
+
+  const VariantContext& m_c;
+  int m_total;
+  const FinishedFn& m_finished;
+  std::mutex m_mutex;
+  std::condition_variable m_changed;
+  std::deque<Item> m_queue;
+  std::map<std::string, NodeState> m_nodes;
+  std::vector<std::string> m_order;
+  int m_running = 0;
+  bool m_stopping = false;
+  SweepCounts m_counts;
+};
+
+} // namespace
+
+SweepCounts run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished) {
+  return Scheduler(context, std::move(jobs), total, finished).run();
+}
+
+} // namespace specctl::run::detail
