@@ -19,22 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const json& dig(const json& j, std::initializer_list<std::string_view> keys) {
-  static const json k_null;
-  const json* at = &j;
-  for (auto key : keys) {
-    if (!at->is_object()) {
-      return k_null;
-    }
-    auto it = at->find(key);
-    if (it == at->end()) {
-      return k_null;
-    }
-    at = &*it;
-  }
-  return *at;
-}
-
 // The array at j[k1][k2]..., or an empty one.
 const json& array_at(const json& j, std::initializer_list<std::string_view> keys) {
   static const json k_empty = json::array();

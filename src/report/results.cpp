@@ -10,23 +10,6 @@ namespace specctl::report {
 
 namespace {
 
-// j[k1][k2]... without creating anything: null when any step is missing.
-const nlohmann::json& dig(const nlohmann::json& j, std::initializer_list<std::string_view> keys) {
-  static const nlohmann::json k_null;
-  const nlohmann::json* at = &j;
-  for (auto key : keys) {
-    if (!at->is_object()) {
-      return k_null;
-    }
-    auto it = at->find(key);
-    if (it == at->end()) {
-      return k_null;
-    }
-    at = &*it;
-  }
-  return *at;
-}
-
 std::optional<double> as_number(const nlohmann::json& value) {
   if (value.is_number()) {
     return value.get<double>();
@@ -130,6 +113,22 @@ std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
 }
 
 } // namespace
+
+const nlohmann::json& dig(const nlohmann::json& j, std::initializer_list<std::string_view> keys) {
+  static const nlohmann::json k_null;
+  const nlohmann::json* at = &j;
+  for (auto key : keys) {
+    if (!at->is_object()) {
+      return k_null;
+    }
+    auto it = at->find(key);
+    if (it == at->end()) {
+      return k_null;
+    }
+    at = &*it;
+  }
+  return *at;
+}
 
 nlohmann::json finite_or_null(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);

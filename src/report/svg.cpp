@@ -1,5 +1,7 @@
 #include "svg.hpp"
 
+#include "format.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -168,32 +170,7 @@ std::string fit(const std::string& text, double width) {
 
 } // namespace
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    case '\'':
-      out += "&#39;";
-      break;
-    default:
-      out += c;
-    }
-  }
-  return out;
-}
+std::string escape(std::string_view text) { return detail::xml_escape(text); }
 
 std::string fixed(double value, int decimals) {
   std::string out = fmt::format("{:.{}f}", value, decimals);

@@ -89,7 +89,7 @@ TEST_CASE("report html: scales and ticks") {
 }
 
 TEST_CASE("report html: escapes text from the experiment file") {
-  CHECK(svg::escape("<script>&\"'") == "&lt;script&gt;&amp;&quot;&#39;");
+  CHECK(svg::escape("<script>&\"'") == "&lt;script&gt;&amp;&quot;&apos;");
   auto report = specctl::test::sample_report();
   const std::string hostile = "<script>&\"'";
   report.experiment = hostile;
@@ -100,7 +100,7 @@ TEST_CASE("report html: escapes text from the experiment file") {
   const std::string html = to_html(report);
   CHECK(html.find(hostile) == std::string::npos);
   CHECK(lower(html).find("<script") == std::string::npos);
-  CHECK(count(html, "&lt;script&gt;&amp;&quot;&#39;") >= 5);
+  CHECK(count(html, "&lt;script&gt;&amp;&quot;&apos;") >= 5);
 }
 
 TEST_CASE("report html: a failed variant is shown with its reason") {

@@ -17,9 +17,11 @@
 #include <specctl/experiment/experiment.hpp>
 
 #include <filesystem>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace specctl::report {
 
@@ -42,6 +44,9 @@ struct ResultPaths {
     return variant_dir(variant) / ("requests-" + benchmark + ".jsonl");
   }
 };
+
+// j[k1][k2]... without creating anything: null when any step is missing.
+const nlohmann::json& dig(const nlohmann::json& j, std::initializer_list<std::string_view> keys);
 
 // NaN and infinity are not JSON: a figure that could not be measured is null.
 nlohmann::json finite_or_null(double value);
