@@ -148,10 +148,12 @@ private:
     std::string phase = result.contains("failure") ? result["failure"].value("phase", "") : "";
     // The node's own fault rather than the variant's: the same variant may work elsewhere.
     bool node_fault = status != "ok" && (transient || (pooled && phase == "cleanup"));
+    // "In a row": a variant that ended for its own reasons clears the node's record.
     auto& state = m_nodes.at(node);
-    state.failures_in_a_row = status == "ok" ? 0 : state.failures_in_a_row + (node_fault ? 1 : 0);
-    if (node_fault && pooled && state.failures_in_a_row >= k_node_failures) {
-      take_out(node, result.value("reason", status));
+    state.failures_in_a_row = node_fault ? state.failures_in_a_row + 1 : 0;
+    bool remove = node_fault && pooled && state.failures_in_a_row >= k_node_failures;
+    if (remove) {
+      state.out = true;
     }
     int attempts = 1 + std::max(m_c.options.retries, 0);
     auto live = live_candidates(item.job);
@@ -173,7 +175,13 @@ private:
       item.attempt += 1;
       item.not_before = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(backoff);
       m_queue.push_front(std::move(item));
+      if (remove) {
+        take_out(node, result.value("reason", status));
+      }
       return;
+    }
+    if (remove) {
+      take_out(node, result.value("reason", status));
     }
     status == "ok" ? ++m_counts.ok : ++m_counts.failed;
     m_finished(result);
@@ -183,9 +191,9 @@ private:
     }
   }
 
-  // Takes a node out of the sweep; variants left with no host fail with the reason. Called locked.
+  // Announces a node taken out of the sweep; queued variants left with no host
+  // fail with the reason. Called locked, after the node was marked out.
   void take_out(const std::string& node, const std::string& reason) {
-    m_nodes.at(node).out = true;
     m_c.display.message("", Severity::error,
                         fmt::format("taking {} out of the pool: {} failures in a row (last: {})", node,
                                     k_node_failures, reason));

@@ -252,6 +252,10 @@ private:
 
   void execute() {
     begin("connect");
+    if (auto it = m_s.experiment.hosts.find(m_config.host);
+        it != m_s.experiment.hosts.end() && it->second.kind == experiment::HostKind::pool) {
+      m_s.display.message(m_variant.name, Severity::info, fmt::format("on {} (pool {})", m_node, m_config.host));
+    }
     m_host = must(m_s.pool.get(m_result["host"].get<std::string>()), "connect");
     record_provenance();
     end();

@@ -6,6 +6,13 @@
 //   REQUIRE_MESSAGE(sshd, sshd.error());
 //   auto host = specctl::remote::connect_ssh((*sshd)->target());
 //
+// A test that needs several "machines" starts one sshd per loopback address
+// (all of 127.0.0.0/8 is this machine on Linux), each giving its sessions an
+// environment of their own:
+//
+//   auto node = TestSshd::start({.listen_address = "127.0.0.2",
+//                                .session_env = {"SPECSIM_GPU_DIR=/tmp/node-a"}});
+//
 // Everything lives in a fresh temporary directory: host key, user key,
 // authorized_keys, a known_hosts that trusts the host key, sshd_config and
 // sshd's log. The destructor kills sshd and every process under it and removes
@@ -214,11 +221,18 @@ inline std::string comm_of(pid_t pid) {
   return comm;
 }
 
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// An IPv4 socket address; 0.0.0.0 when `ip` is not a dotted quad.
+inline sockaddr_in ipv4_address(const std::string& ip, int port) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
+  return address;
+}
+
+inline int free_port(const std::string& ip = "127.0.0.1") {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = ipv4_address(ip, 0);
   socklen_t length = sizeof address;
   int port = -1;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
@@ -229,12 +243,9 @@ inline int free_port() {
   return port;
 }
 
-inline bool port_accepts(int port) {
+inline bool port_accepts(int port, const std::string& ip = "127.0.0.1") {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  sockaddr_in address = ipv4_address(ip, port);
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
   ::close(fd);
   return ok;
@@ -293,11 +304,20 @@ inline std::string fingerprint_of(const std::filesystem::path& pub) {
   return fingerprint;
 }
 
+// Where a test sshd listens and what its sessions see.
+struct SshdOptions {
+  // An IPv4 loopback address: 127.0.0.2, 127.0.0.3, ... stand for other machines.
+  std::string listen_address = "127.0.0.1";
+  // "NAME=value" for every session (sshd_config SetEnv, OpenSSH 7.8 and later); it
+  // overrides sshd's default PATH, so a node's PATH can hold a fake nvidia-smi.
+  std::vector<std::string> session_env;
+};
+
 class TestSshd {
 public:
   // Starts sshd, or says why it cannot (not installed, no privilege separation
   // directory and no right to create it, ...).
-  static std::expected<std::unique_ptr<TestSshd>, std::string> start() {
+  static std::expected<std::unique_ptr<TestSshd>, std::string> start(SshdOptions options = {}) {
     const std::filesystem::path sshd = "/usr/sbin/sshd";
     if (::access(sshd.c_str(), X_OK) != 0) {
       return std::unexpected("/usr/sbin/sshd is not installed (apt-get install openssh-server)");
@@ -311,14 +331,21 @@ public:
                                "); run as root or create it once");
       }
     }
+    for (const auto& entry : options.session_env) {
+      // sshd_config has no escape for these; a value holding one would change the config.
+      if (entry.find('=') == std::string::npos || entry.find_first_of("\"\n") != std::string::npos) {
+        return std::unexpected("session_env: \"" + entry + "\" is not NAME=value without quotes or newlines");
+      }
+    }
     std::unique_ptr<TestSshd> server(new TestSshd());
+    server->m_options = std::move(options);
     if (auto made = server->prepare(); !made) {
       return std::unexpected(made.error());
     }
     // A port found free may be taken before sshd binds it; try another then.
     std::string why;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      auto started = server->launch(detail::free_port());
+      auto started = server->launch(detail::free_port(server->address()));
       if (started) {
         return server;
       }
@@ -337,16 +364,18 @@ public:
   }
 
   int port() const { return m_port; }
+  // The address sshd listens on (127.0.0.1 unless the options said otherwise).
+  const std::string& address() const { return m_options.listen_address; }
   const std::string& user() const { return m_user; }
   const std::filesystem::path& dir() const { return m_dir; }
   // The authorized user key (private half; ".pub" beside it).
   std::filesystem::path user_key() const { return m_dir / "user_key"; }
   std::filesystem::path host_key() const { return m_dir / "host_key"; }
-  // A known_hosts file that trusts this server's host key for [127.0.0.1]:port.
+  // A known_hosts file that trusts this server's host key for [address]:port.
   std::filesystem::path known_hosts() const { return m_dir / "known_hosts"; }
   // This server's line for a known_hosts file.
   std::string known_hosts_line() const {
-    return "[127.0.0.1]:" + std::to_string(m_port) + " " + public_key_of(m_dir / "host_key.pub") + "\n";
+    return "[" + address() + "]:" + std::to_string(m_port) + " " + public_key_of(m_dir / "host_key.pub") + "\n";
   }
   std::string host_key_fingerprint() const { return fingerprint_of(m_dir / "host_key.pub"); }
   // What sshd wrote with -e, to show when a test fails.
@@ -359,7 +388,7 @@ public:
     remote::SshTarget t;
     t.name = std::move(name);
     t.user = m_user;
-    t.hostname = "127.0.0.1";
+    t.hostname = address();
     t.port = m_port;
     t.identity = user_key().string();
     t.known_hosts = known_hosts().string();
@@ -435,7 +464,7 @@ private:
     m_port = port;
     auto config = m_dir / "sshd_config";
     std::ostringstream text;
-    text << "ListenAddress 127.0.0.1\n"
+    text << "ListenAddress " << address() << "\n"
          << "Port " << port << "\n"
          << "HostKey " << (m_dir / "host_key").string() << "\n"
          << "AuthorizedKeysFile " << (m_dir / "authorized_keys").string() << "\n"
@@ -447,6 +476,13 @@ private:
          << "KbdInteractiveAuthentication no\n"
          << "AllowTcpForwarding yes\n"
          << "LogLevel VERBOSE\n";
+    if (!m_options.session_env.empty()) {
+      text << "SetEnv";
+      for (const auto& entry : m_options.session_env) {
+        text << " \"" << entry << "\"";
+      }
+      text << "\n";
+    }
     detail::write_file(config, text.str());
     detail::write_file(known_hosts(), known_hosts_line());
     m_pid = detail::spawn({"/usr/sbin/sshd", "-D", "-e", "-f", config.string()}, m_dir / "sshd.log");
@@ -460,7 +496,7 @@ private:
         m_pid = -1;
         return std::unexpected("sshd exited at start: " + log());
       }
-      if (detail::port_accepts(port)) {
+      if (detail::port_accepts(port, address())) {
         return {};
       }
       std::this_thread::sleep_for(k_poll_interval);
@@ -469,6 +505,7 @@ private:
     return std::unexpected("sshd did not accept connections within 15s: " + log());
   }
 
+  SshdOptions m_options;
   std::filesystem::path m_dir;
   std::string m_user;
   int m_port = -1;

@@ -1,0 +1,435 @@
+// Host pools end to end: `specctl run` spreads a sweep of specsim servers over
+// two test sshd nodes (127.0.0.2 and 127.0.0.3, both this machine), one variant
+// per node at a time; a member that cannot be reached is taken out of the pool;
+// Ctrl-C stops the servers on every node.
+
+#include "../sim/support.hpp"
+#include "../support/pool_nodes.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <csignal>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace st = specsim_test;
+using nlohmann::json;
+using specctl::test::FakeGpuNode;
+
+namespace {
+
+// Generous for a loaded two-core machine: the quick sweep takes about 20 s there.
+constexpr std::chrono::seconds k_sweep_timeout{180};
+constexpr std::chrono::seconds k_phase_timeout{90};
+constexpr std::chrono::seconds k_signal_exit_timeout{60};
+// How often the watcher looks at the nodes' fake GPUs: a variant holds them for seconds.
+constexpr std::chrono::milliseconds k_watch_interval{100};
+
+constexpr const char* k_four_variants = "a,b,c,d";
+
+constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
+  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
+
+json read_json(const std::filesystem::path& path) {
+  auto doc = json::parse(st::read_file(path), nullptr, false);
+  return doc.is_discarded() ? json() : doc;
+}
+
+// The journal's entries in the order they were appended.
+std::vector<json> journal(const std::filesystem::path& out) {
+  std::vector<json> entries;
+  std::istringstream in(st::read_file(out / "journal.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto entry = json::parse(line, nullptr, false);
+    if (!entry.is_discarded()) {
+      entries.push_back(entry);
+    }
+  }
+  return entries;
+}
+
+std::vector<json> events(const std::filesystem::path& out, const std::string& event) {
+  auto all = journal(out);
+  std::erase_if(all, [&](const json& e) { return e.value("event", "") != event; });
+  return all;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    parts.push_back(part);
+  }
+  return parts;
+}
+
+// Ports that are free now and distinct from each other: both nodes are this
+// machine, so two servers on one port would collide although on different "hosts".
+std::vector<int> distinct_free_ports(std::size_t count) {
+  std::set<int> ports;
+  while (ports.size() < count) {
+    ports.insert(st::free_port());
+  }
+  return {ports.begin(), ports.end()};
+}
+
+// One pool sweep's world: the nodes, an experiment over them, its result folder
+// and the specctl processes the test starts. Destroyed, the nodes kill what a
+// failed test left.
+class PoolSweep {
+public:
+  // Starts a node per address; false (with the reason in `why`) when sshd cannot run.
+  bool start_nodes(const std::vector<std::string>& addresses, std::string& why) {
+    char name = 'a';
+    for (const auto& address : addresses) {
+      auto node = FakeGpuNode::start(fmt::format("node-{}", name++), address, m_dir.path(), SPECSIM_FAKE_GPU_BIN);
+      if (!node) {
+        why = node.error();
+        return false;
+      }
+      m_nodes.push_back(std::move(*node));
+    }
+    return true;
+  }
+
+  const std::vector<std::unique_ptr<FakeGpuNode>>& nodes() const { return m_nodes; }
+  std::filesystem::path file() const { return m_dir.path() / "sweep.yaml"; }
+  std::filesystem::path out() const { return m_dir.path() / "out"; }
+  std::filesystem::path log() const { return m_dir.path() / fmt::format("specctl-{}.log", m_runs); }
+  std::string output() const { return st::read_file(log()); }
+  // The run's --state-dir: every host names its own, so nothing should land here.
+  std::filesystem::path run_state_dir() const { return m_dir.path() / "unused-state"; }
+
+  // Variants `names` (comma-separated), each on a port of its own, on the pool
+  // "gpus" of every node plus `extra_members` (more hosts lines, already named in
+  // `extra_hosts`). `load` is specsim's simulated load time, divided by `speed`.
+  void write(const std::string& names, const std::string& benchmarks, const std::string& load, int speed,
+             const std::string& extra_hosts = "", const std::vector<std::string>& extra_members = {}) {
+    std::string hosts;
+    std::vector<std::string> members;
+    for (const auto& node : m_nodes) {
+      hosts += node->host_entry();
+      members.push_back(node->name());
+    }
+    hosts += extra_hosts;
+    members.insert(members.end(), extra_members.begin(), extra_members.end());
+    auto list = split(names);
+    auto ports = distinct_free_ports(list.size());
+    std::string variants;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      variants += fmt::format("  - {{name: {}, port: {}}}\n", list[i], ports[i]);
+    }
+    std::ofstream(file()) << fmt::format(R"(name: pool
+hosts:
+{hosts}  gpus: {{pool: [{members}]}}
+server:
+  template: specsim
+  host: gpus
+  model: /models/Kimi-K2.5-INT4
+  knobs: {{tp: 2, sim_load_time: {load}, sim_speed: {speed}}}
+  health: {{timeout: 2m, interval: 200ms, stall: 1m}}
+  cleanup: {{policy: kill, grace: 3s, timeout: 30s}}
+variants:
+{variants}benchmarks:
+{benchmarks}
+)",
+                                         fmt::arg("hosts", hosts), fmt::arg("members", fmt::join(members, ", ")),
+                                         fmt::arg("load", load), fmt::arg("speed", speed),
+                                         fmt::arg("variants", variants), fmt::arg("benchmarks", benchmarks));
+  }
+
+  std::unique_ptr<st::Process> start(std::vector<std::string> args) {
+    std::vector<std::string> argv = {SPECCTL_BINARY, "run",         file().string(),         "--out",
+                                     out().string(), "--state-dir", run_state_dir().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ++m_runs;
+    return std::make_unique<st::Process>(argv, log());
+  }
+
+  int run(std::vector<std::string> args = {}) {
+    auto process = start(std::move(args));
+    return process->wait_exit_code(k_sweep_timeout).value_or(-1);
+  }
+
+  // Everything still running of what the sweep started, on any node; empty when clean.
+  std::string leftovers() const {
+    std::string out;
+    for (const auto& node : m_nodes) {
+      if (auto left = node->leftovers(); !left.empty()) {
+        out += node->name() + ": " + left;
+      }
+    }
+    return out;
+  }
+
+private:
+  st::TempDir m_dir;
+  std::vector<std::unique_ptr<FakeGpuNode>> m_nodes;
+  int m_runs = 0;
+};
+
+// Starts the nodes; false when this machine has no sshd, after saying so. Only a
+// missing sshd skips: one that is installed and cannot start on its address fails.
+bool start_nodes_or_skip(PoolSweep& sweep, const std::vector<std::string>& addresses) {
+  if (::access("/usr/sbin/sshd", X_OK) != 0) {
+    MESSAGE("skipped: the pool tests need /usr/sbin/sshd (scripts/setup.sh --tests)");
+    return false;
+  }
+  std::string why;
+  if (!sweep.start_nodes(addresses, why)) {
+    FAIL("cannot start a test sshd node: " << why);
+  }
+  return true;
+}
+
+// Records, while it lives, which servers' processes hold each node's fake GPUs
+// (by their SPECCTL_TAG), so a test can say no node ever saw another's server.
+class GpuWatcher {
+public:
+  explicit GpuWatcher(const std::vector<std::unique_ptr<FakeGpuNode>>& nodes) : m_nodes(nodes) {
+    m_thread = std::thread([this] {
+      while (!m_stop.load()) {
+        look();
+        std::this_thread::sleep_for(k_watch_interval);
+      }
+    });
+  }
+  GpuWatcher(const GpuWatcher&) = delete;
+  GpuWatcher& operator=(const GpuWatcher&) = delete;
+  ~GpuWatcher() { stop(); }
+
+  void stop() {
+    m_stop = true;
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+
+  // Node name -> tags seen on its GPUs; call after stop().
+  const std::map<std::string, std::set<std::string>>& seen() const { return m_seen; }
+
+private:
+  void look() {
+    for (const auto& node : m_nodes) {
+      for (pid_t pid : node->gpu_processes()) {
+        if (auto tag = specctl::test::tag_of(pid); !tag.empty()) {
+          m_seen[node->name()].insert(tag);
+        }
+      }
+    }
+  }
+
+  const std::vector<std::unique_ptr<FakeGpuNode>>& m_nodes;
+  std::map<std::string, std::set<std::string>> m_seen;
+  std::atomic<bool> m_stop{false};
+  std::thread m_thread;
+};
+
+// Tag -> host, from the journal's `launched` entries.
+std::map<std::string, std::string> launched_on(const std::filesystem::path& out) {
+  std::map<std::string, std::string> hosts;
+  for (const auto& e : events(out, "launched")) {
+    hosts[e.value("tag", "")] = e.value("host", "");
+  }
+  return hosts;
+}
+
+// Journal line numbers of a variant's last load start and last teardown end: its
+// server's life. Line order is the order things happened (appends under a lock).
+struct Span {
+  std::size_t from = 0;
+  std::size_t to = 0;
+};
+
+std::map<std::string, Span> server_spans(const std::filesystem::path& out) {
+  std::map<std::string, Span> spans;
+  auto entries = journal(out);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    std::string variant = e.value("variant", "");
+    if (e.value("event", "") == "phase_started" && e.value("phase", "") == "load") {
+      spans[variant].from = i;
+    } else if (e.value("event", "") == "phase_finished" && e.value("phase", "") == "teardown") {
+      spans[variant].to = i;
+    }
+  }
+  return spans;
+}
+
+void check_ok_variant(const std::filesystem::path& out, const std::string& name) {
+  INFO("variant " << name);
+  auto result = read_json(out / "variants" / name / "result.json");
+  CHECK(result.value("status", "") == "ok");
+  CHECK(result["benchmarks"]["single"]["status"] == "ok");
+  CHECK(result["benchmarks"]["single"]["metrics"]["output_tok_s"].get<double>() > 0);
+  CHECK(result["benchmarks"]["parallel"]["levels"].size() == 2);
+  CHECK(std::filesystem::file_size(out / "variants" / name / "server.log") > 0);
+}
+
+// The report's table row of a variant: "| name  | ok ...".
+bool report_lists(const std::string& report, const std::string& name, const std::string& status) {
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("| " + name + " ") && line.find("| " + status) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a sweep over a pool of two nodes runs a variant on each at once, each node on its own GPUs") {
+  PoolSweep sweep;
+  if (!start_nodes_or_skip(sweep, {"127.0.0.2", "127.0.0.3"})) {
+    return;
+  }
+  sweep.write(k_four_variants, k_quick_benchmarks, "2s", 10);
+  GpuWatcher watcher(sweep.nodes());
+  int code = sweep.run();
+  watcher.stop();
+  auto out = sweep.out();
+  INFO(sweep.output());
+  CHECK(code == 0);
+
+  std::map<std::string, std::string> host_of;
+  for (const auto& name : split(k_four_variants)) {
+    check_ok_variant(out, name);
+    host_of[name] = read_json(out / "variants" / name / "result.json").value("host", "");
+  }
+  std::set<std::string> used;
+  for (const auto& [name, host] : host_of) {
+    used.insert(host);
+  }
+  CHECK(used == std::set<std::string>{"node-a", "node-b"});
+
+  // Two servers were up at the same time: some pair's lives overlap.
+  auto spans = server_spans(out);
+  REQUIRE(spans.size() == 4);
+  bool overlap = false;
+  for (const auto& [first, a] : spans) {
+    for (const auto& [second, b] : spans) {
+      overlap = overlap || (first < second && a.from < b.to && b.from < a.to && host_of[first] != host_of[second]);
+    }
+  }
+  CHECK_MESSAGE(overlap, "no two variants ran at the same time on different nodes");
+
+  // Each node's GPUs only ever held its own servers, and its state folder lists only those.
+  auto launched = launched_on(out);
+  CHECK(launched.size() == 4);
+  for (const auto& node : sweep.nodes()) {
+    INFO("node " << node->name());
+    auto seen = watcher.seen().contains(node->name()) ? watcher.seen().at(node->name()) : std::set<std::string>{};
+    CHECK_FALSE(seen.empty());
+    for (const auto& tag : seen) {
+      CHECK_MESSAGE(launched[tag] == node->name(), tag << " was launched on " << launched[tag]);
+    }
+    for (const auto& tag : node->tags()) {
+      CHECK_MESSAGE(launched[tag] == node->name(), tag << " was launched on " << launched[tag]);
+    }
+  }
+  CHECK_FALSE(std::filesystem::exists(sweep.run_state_dir()));
+  // No cleanup stopped or even saw a server of the other node.
+  for (const auto& [name, host] : host_of) {
+    auto cleanup = read_json(out / "variants" / name / "result.json")["cleanup"].dump();
+    for (const auto& [tag, on] : launched) {
+      CHECK_MESSAGE((on == host || cleanup.find(tag) == std::string::npos),
+                    "the cleanup of " << name << " on " << host << " mentions " << tag << " of " << on << ": "
+                                      << cleanup);
+    }
+  }
+
+  CHECK(sweep.leftovers() == "");
+  auto report = st::read_file(out / "report.md");
+  for (const auto& name : split(k_four_variants)) {
+    CHECK_MESSAGE(report_lists(report, name, "ok"), name << " in\n" << report);
+  }
+}
+
+TEST_CASE("an unreachable pool member is taken out and its variants finish on the others") {
+  PoolSweep sweep;
+  if (!start_nodes_or_skip(sweep, {"127.0.0.2", "127.0.0.3"})) {
+    return;
+  }
+  // A third "machine" where nothing listens: every connection is refused.
+  int closed = specctl::test::detail::free_port("127.0.0.4");
+  const auto& key_of = sweep.nodes().front()->sshd();
+  sweep.write(k_four_variants, k_quick_benchmarks, "2s", 10,
+              fmt::format("  node-c: {{ssh: \"{}@127.0.0.4:{}\", identity: \"{}\", known_hosts: \"{}\"}}\n",
+                          key_of.user(), closed, key_of.user_key().string(), key_of.known_hosts().string()),
+              {"node-c"});
+  int code = sweep.run();
+  auto out = sweep.out();
+  INFO(sweep.output());
+  CHECK(code == 0);
+
+  auto removed = events(out, "host_removed");
+  REQUIRE(removed.size() == 1);
+  CHECK(removed[0]["host"] == "node-c");
+  CHECK(removed[0]["reason"].get<std::string>().find("refused") != std::string::npos);
+  CHECK(sweep.output().find("taking node-c out of the pool") != std::string::npos);
+
+  // Each variant node-c failed went at once to another node and ended there, on attempt 2.
+  auto retries = events(out, "variant_retry");
+  CHECK(retries.size() == 2);
+  std::set<std::string> retried;
+  for (const auto& r : retries) {
+    CHECK(r["host"] == "node-c");
+    retried.insert(r.value("variant", ""));
+  }
+  for (const auto& name : split(k_four_variants)) {
+    check_ok_variant(out, name);
+    auto result = read_json(out / "variants" / name / "result.json");
+    CHECK(result["host"] != "node-c");
+    CHECK(result["attempt"] == (retried.contains(name) ? 2 : 1));
+  }
+  CHECK(sweep.leftovers() == "");
+}
+
+TEST_CASE("SIGINT while both nodes load stops the servers on both and exits 130") {
+  PoolSweep sweep;
+  if (!start_nodes_or_skip(sweep, {"127.0.0.2", "127.0.0.3"})) {
+    return;
+  }
+  // Loads that never end by themselves.
+  sweep.write(k_four_variants, k_quick_benchmarks, "10m", 1);
+  auto specctl = sweep.start({});
+  // Both nodes are loading a server and its processes run.
+  auto loading = [&] {
+    std::set<std::string> hosts;
+    for (const auto& e : events(sweep.out(), "launched")) {
+      if (!specctl::test::live_tagged_processes(e.value("tag", "")).empty()) {
+        hosts.insert(e.value("host", ""));
+      }
+    }
+    return hosts.size() == 2;
+  };
+  bool both = st::wait_until(loading, k_phase_timeout);
+  INFO(sweep.output());
+  REQUIRE_MESSAGE(both, "the two nodes did not both start loading");
+  REQUIRE(events(sweep.out(), "phase_started").size() >= 2);
+  for (const auto& node : sweep.nodes()) {
+    CHECK_MESSAGE(node->tags().size() == 1, node->name());
+  }
+  specctl->signal(SIGINT);
+  auto code = specctl->wait_exit_code(k_signal_exit_timeout);
+  INFO(sweep.output());
+  CHECK(code == 130);
+  CHECK(sweep.leftovers() == "");
+  int interrupted = 0;
+  for (const auto& e : events(sweep.out(), "variant_finished")) {
+    interrupted += e.value("status", "") == "interrupted" ? 1 : 0;
+  }
+  CHECK(interrupted == 2);
+  CHECK(events(sweep.out(), "torn_down").size() == 2);
+  CHECK(sweep.output().find("--resume") != std::string::npos);
+}
