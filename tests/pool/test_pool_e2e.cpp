@@ -5,6 +5,7 @@
 
 #include "../sim/support.hpp"
 #include "../support/pool_nodes.hpp"
+#include "../support/result_folder.hpp"
 
 #include <doctest/doctest.h>
 
@@ -38,24 +39,8 @@ constexpr const char* k_four_variants = "a,b,c,d";
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
   - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
 
-json read_json(const std::filesystem::path& path) {
-  auto doc = json::parse(st::read_file(path), nullptr, false);
-  return doc.is_discarded() ? json() : doc;
-}
-
-// The journal's entries in the order they were appended.
-std::vector<json> journal(const std::filesystem::path& out) {
-  std::vector<json> entries;
-  std::istringstream in(st::read_file(out / "journal.jsonl"));
-  std::string line;
-  while (std::getline(in, line)) {
-    auto entry = json::parse(line, nullptr, false);
-    if (!entry.is_discarded()) {
-      entries.push_back(entry);
-    }
-  }
-  return entries;
-}
+using specctl::test::journal;
+using specctl::test::read_json;
 
 std::vector<json> events(const std::filesystem::path& out, const std::string& event) {
   auto all = journal(out);

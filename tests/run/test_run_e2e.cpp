@@ -3,6 +3,7 @@
 
 #include "../sim/support.hpp"
 #include "../support/ssh_testing.hpp"
+#include "../support/result_folder.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,23 +24,8 @@ constexpr std::chrono::seconds k_sweep_timeout{180};
 constexpr std::chrono::seconds k_phase_timeout{60};
 constexpr std::chrono::seconds k_signal_exit_timeout{60};
 
-json read_json(const std::filesystem::path& path) {
-  auto doc = json::parse(st::read_file(path), nullptr, false);
-  return doc.is_discarded() ? json() : doc;
-}
-
-std::vector<json> journal(const std::filesystem::path& out) {
-  std::vector<json> entries;
-  std::istringstream in(st::read_file(out / "journal.jsonl"));
-  std::string line;
-  while (std::getline(in, line)) {
-    auto entry = json::parse(line, nullptr, false);
-    if (!entry.is_discarded()) {
-      entries.push_back(entry);
-    }
-  }
-  return entries;
-}
+using specctl::test::journal;
+using specctl::test::read_json;
 
 bool journal_has(const std::filesystem::path& out, const std::string& event, const std::string& variant,
                  const std::string& phase = "") {
