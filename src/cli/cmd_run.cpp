@@ -37,7 +37,7 @@ extern "C" void on_signal(int) {
     [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
     ::_exit(k_exit_interrupted);
   }
-  constexpr char k_message[] = "\nspecctl: stopping: tearing down the server (Ctrl-C again to force)\n";
+  constexpr char k_message[] = "\nspecctl: stopping: tearing down the running servers (Ctrl-C again to force)\n";
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
 }
 
@@ -84,7 +84,7 @@ int run(const RunArgs& args) {
   // The comparison goes to stdout (progress went to stderr), so it can be piped or kept.
   std::cout << outcome.summary << std::flush;
   if (outcome.interrupted) {
-    std::cerr << fmt::format("specctl: interrupted; the server was torn down. Continue with: specctl run {} --resume {}\n",
+    std::cerr << fmt::format("specctl: interrupted; the running servers were torn down. Continue with: specctl run {} --resume {}\n",
                              args.file, outcome.dir.string());
   }
   return outcome.exit_code();
