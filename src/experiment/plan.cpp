@@ -73,6 +73,33 @@ util::Duration Plan::total() const {
   return sum;
 }
 
+std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std::vector<PlannedVariant>& variants,
+                                        const std::vector<std::size_t>& which) {
+  std::vector<HostSchedule> schedule;
+  // List scheduling, as the runner does it: in queue order, to the candidate host free first.
+  for (std::size_t i : which) {
+    const auto& planned = variants.at(i);
+    const HostSpec& host = host_of(experiment, *planned.variant);
+    std::vector<std::string> candidates =
+        host.kind == HostKind::pool ? host.members : std::vector<std::string>{host.name.empty() ? "local" : host.name};
+    for (const auto& name : candidates) {
+      if (std::none_of(schedule.begin(), schedule.end(), [&](const auto& h) { return h.host == name; })) {
+        schedule.push_back(HostSchedule{name, {}, util::Duration{0}});
+      }
+    }
+    HostSchedule* best = nullptr;
+    for (auto& h : schedule) {
+      bool candidate = std::find(candidates.begin(), candidates.end(), h.host) != candidates.end();
+      if (candidate && (best == nullptr || h.busy < best->busy)) {
+        best = &h;
+      }
+    }
+    best->variants.push_back(i);
+    best->busy += planned.estimate.total();
+  }
+  return schedule;
+}
+
 Plan make_plan(const Experiment& experiment, const server::RenderOptions& options) {
   Plan plan;
   plan.experiment = &experiment;
@@ -90,27 +117,11 @@ Plan make_plan(const Experiment& experiment, const server::RenderOptions& option
     planned.estimate.teardown = teardown_bound(variant.server.cleanup);
     plan.variants.push_back(std::move(planned));
   }
-  // List scheduling, as the runner does it: in queue order, to the candidate host free first.
-  for (std::size_t i = 0; i < plan.variants.size(); ++i) {
-    const auto& planned = plan.variants[i];
-    const HostSpec& host = host_of(experiment, *planned.variant);
-    std::vector<std::string> candidates =
-        host.kind == HostKind::pool ? host.members : std::vector<std::string>{host.name.empty() ? "local" : host.name};
-    for (const auto& name : candidates) {
-      if (std::none_of(plan.schedule.begin(), plan.schedule.end(), [&](const auto& h) { return h.host == name; })) {
-        plan.schedule.push_back(HostSchedule{name, {}, util::Duration{0}});
-      }
-    }
-    HostSchedule* best = nullptr;
-    for (auto& h : plan.schedule) {
-      bool candidate = std::find(candidates.begin(), candidates.end(), h.host) != candidates.end();
-      if (candidate && (best == nullptr || h.busy < best->busy)) {
-        best = &h;
-      }
-    }
-    best->variants.push_back(i);
-    best->busy += planned.estimate.total();
+  std::vector<std::size_t> all(plan.variants.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all[i] = i;
   }
+  plan.schedule = make_schedule(experiment, plan.variants, all);
   return plan;
 }
 

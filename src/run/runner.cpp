@@ -165,20 +165,28 @@ std::optional<std::chrono::seconds> estimate_from_history(const std::string& exp
 }
 
 // What the run will do, in a few lines for its header.
-std::vector<std::string> plan_lines(const experiment::Experiment& experiment,
+std::vector<std::string> plan_lines(const experiment::Experiment& experiment, const experiment::Plan& plan,
                                     const std::vector<const experiment::PlannedVariant*>& selected) {
   std::map<std::string, std::vector<std::string>> by_host;
-  util::Duration bound{0};
+  std::vector<std::size_t> which;
   std::set<std::string> benchmarks;
   for (const auto* planned : selected) {
     const auto& host = planned->variant->server.host;
     by_host[host.empty() ? "local" : host].push_back(planned->variant->name);
-    bound += planned->estimate.total();
+    which.push_back(static_cast<std::size_t>(planned - plan.variants.data()));
     benchmarks.insert(planned->variant->benchmarks.begin(), planned->variant->benchmarks.end());
+  }
+  // Hosts work at once: the bound is the longest host's share.
+  util::Duration bound{0};
+  for (const auto& h : experiment::make_schedule(experiment, plan.variants, which)) {
+    bound = std::max(bound, h.busy);
   }
   std::vector<std::string> lines;
   for (const auto& [host, names] : by_host) {
-    lines.push_back(fmt::format("on {}: {}", host, util::join(names, ", ")));
+    auto spec = experiment.hosts.find(host);
+    bool pool = spec != experiment.hosts.end() && spec->second.kind == experiment::HostKind::pool;
+    lines.push_back(fmt::format("on {}{}: {}", host, pool ? " (" + spec->second.describe() + ")" : "",
+                                util::join(names, ", ")));
   }
   for (const auto& b : experiment.benchmarks) {
     if (benchmarks.contains(b.name)) {
@@ -280,7 +288,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     estimate = estimate_from_history(experiment.name, *options.history_dir, options.out_dir, outcome.variants);
   }
   display.run_started(RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate,
-                                outcome.variants, plan_lines(experiment, selected)});
+                                outcome.variants, plan_lines(experiment, plan, selected)});
 
   detail::VariantContext shared{experiment, options, paths, journal, display, pool, provenance};
   int total = static_cast<int>(selected.size());

@@ -49,6 +49,11 @@ struct Plan {
 
 Plan make_plan(const Experiment& experiment, const server::RenderOptions& options);
 
+// The list schedule of some of a plan's variants (indices into `variants`), as
+// the runner's queue hands them out: each to the first of its hosts to be free.
+std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std::vector<PlannedVariant>& variants,
+                                        const std::vector<std::size_t>& which);
+
 // The plan for people: every variant's exact command, environment, cleanup, readiness and benchmarks.
 std::string format_plan(const Plan& plan);
 nlohmann::ordered_json plan_to_json(const Plan& plan);
