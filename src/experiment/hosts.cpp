@@ -183,6 +183,15 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
 
 namespace specctl::experiment {
 
+std::vector<std::string> hosts_for(const Experiment& experiment, const Variant& variant) {
+  const std::string& host = variant.server.host;
+  auto it = experiment.hosts.find(host);
+  if (it != experiment.hosts.end() && it->second.kind == HostKind::pool) {
+    return it->second.members;
+  }
+  return {host.empty() ? std::string("local") : host};
+}
+
 std::string HostSpec::describe() const {
   if (kind == HostKind::local) {
     return "local";

@@ -79,9 +79,7 @@ std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std:
   // List scheduling, as the runner does it: in queue order, to the candidate host free first.
   for (std::size_t i : which) {
     const auto& planned = variants.at(i);
-    const HostSpec& host = host_of(experiment, *planned.variant);
-    std::vector<std::string> candidates =
-        host.kind == HostKind::pool ? host.members : std::vector<std::string>{host.name.empty() ? "local" : host.name};
+    auto candidates = hosts_for(experiment, *planned.variant);
     for (const auto& name : candidates) {
       if (std::none_of(schedule.begin(), schedule.end(), [&](const auto& h) { return h.host == name; })) {
         schedule.push_back(HostSchedule{name, {}, util::Duration{0}});

@@ -70,10 +70,6 @@ std::string spread_text(const std::optional<Spread>& s) {
   return s ? fmt::format("{:.1f} ± {:.1f} ({})", s->mean, s->stdev, s->n) : "-";
 }
 
-std::string level_label(bool rate, double level) {
-  return rate ? fmt::format("{:g}/s", level) : fmt::format("c{:g}", level);
-}
-
 int count_verdicts(const Comparison& c, Verdict verdict) {
   int n = 0;
   for (const auto& v : c.variants) {
@@ -108,7 +104,7 @@ std::string regression_text(const VariantChange& v) {
   }
   for (const auto& l : v.levels) {
     if (l.verdict == Verdict::slower) {
-      parts.push_back(fmt::format("{} {} {}", l.benchmark, level_label(l.rate, l.level), detail::times(l.change)));
+      parts.push_back(fmt::format("{} {} {}", l.benchmark, detail::level_label(l.rate, l.level), detail::times(l.change)));
     }
   }
   std::string out;
@@ -238,7 +234,7 @@ std::string compare_markdown(const Comparison& c) {
     }
     std::vector<util::TableColumn> columns = {{"variant"}};
     for (std::size_t i = at; i < end; ++i) {
-      columns.push_back({level_label(first.levels[i].rate, first.levels[i].level), util::Align::right});
+      columns.push_back({detail::level_label(first.levels[i].rate, first.levels[i].level), util::Align::right});
     }
     util::TextTable tok(columns);
     util::TextTable ttft(columns);
@@ -292,10 +288,10 @@ std::string compare_csv(const Comparison& c) {
             std::string(verdict_name(s.verdict))});
     }
     for (const auto& l : v.levels) {
-      line({v.variant, v.before_status, v.after_status, l.benchmark, level_label(l.rate, l.level), "output_tok_s",
+      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "output_tok_s",
             num(l.before_tok_s), "", "", num(l.after_tok_s), "", "", num(l.change), "", "",
             std::string(verdict_name(l.verdict))});
-      line({v.variant, v.before_status, v.after_status, l.benchmark, level_label(l.rate, l.level), "ttft_p99_ms",
+      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "ttft_p99_ms",
             num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
     }
   }

@@ -6,6 +6,10 @@
 
 namespace specctl::report::detail {
 
+std::string level_label(bool rate, double level) {
+  return rate ? fmt::format("{:g}/s", level) : fmt::format("c{:g}", level);
+}
+
 std::string fixed(std::optional<double> value, int decimals) {
   return value && std::isfinite(*value) ? fmt::format("{:.{}f}", *value, decimals) : "-";
 }
@@ -62,7 +66,7 @@ std::string xml_escape(std::string_view text) {
 std::string percent(std::optional<double> value) { return value ? fmt::format("{:+.1f}%", *value) : "-"; }
 
 std::string crossover_text(const LevelsTable& table, const Crossover& crossover) {
-  auto label = [&](double level) { return table.rate ? fmt::format("{:g}/s", level) : fmt::format("c{:g}", level); };
+  auto label = [&](double level) { return level_label(table.rate, level); };
   switch (crossover.kind) {
   case Crossover::Kind::none:
     return "-";

@@ -10,6 +10,8 @@
 
 namespace specctl::report::detail {
 
+// "c10" for a concurrency level, "2/s" for a request rate.
+std::string level_label(bool rate, double level);
 // "923.2", or "-" when not measured.
 std::string fixed(std::optional<double> value, int decimals);
 // "1.04×", or "-".

@@ -1,5 +1,7 @@
 #include <specctl/report/report.hpp>
 
+#include "format.hpp"
+
 #include <specctl/bench/stats.hpp>
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/report/results.hpp>
@@ -49,10 +51,6 @@ json read_json_file(const std::filesystem::path& path, std::string_view what) {
     throw Error(fmt::format("{}: not valid JSON", path.string()), ErrorKind::bad_input);
   }
   return doc;
-}
-
-std::string level_text(bool rate, double level) {
-  return rate ? fmt::format("{:g}/s", level) : fmt::format("c{:g}", level);
 }
 
 // The benchmarks in the experiment's order, with their kind; an experiment.json
@@ -189,9 +187,9 @@ Crossover crossover_of(const LevelsTable& table, const LevelsRow& row) {
     out.kind = Crossover::Kind::always_faster;
   } else if (!any_faster) {
     out.kind = Crossover::Kind::never_faster;
-  } else if (out.kind == Crossover::Kind::crosses) {
-    // Crossing back (faster again later) still reports the first crossing.
-  } else {
+  } else if (out.kind != Crossover::Kind::crosses) {
+    // Slower at the lowest level, faster at a higher one. A variant that crossed
+    // and became faster again keeps its first crossing.
     out.kind = Crossover::Kind::mixed;
   }
   return out;
@@ -289,11 +287,11 @@ std::vector<ExpectationRow> expectation_rows(const RunData& data) {
     ExpectationRow row{e.variant, e.benchmark, {}, e.metric, e.value, {}, {}, e.tolerance_pct, false};
     if (auto level = number(dig(x, {"level"}))) {
       e.level = static_cast<int>(*level);
-      row.level = level_text(false, *level);
+      row.level = detail::level_label(false, *level);
     }
     if (auto rate = number(dig(x, {"rate"}))) {
       e.rate = *rate;
-      row.level = level_text(true, *rate);
+      row.level = detail::level_label(true, *rate);
     }
     auto it = data.results.find(e.variant);
     if (it != data.results.end() && text(dig(it->second, {"status"})) == "ok") {
@@ -382,7 +380,7 @@ Verdict verdict_of(const Ratio& ratio) {
                                                                                 : Verdict::inconclusive;
 }
 
-std::string LevelsTable::label(std::size_t i) const { return level_text(rate, levels.at(i)); }
+std::string LevelsTable::label(std::size_t i) const { return detail::level_label(rate, levels.at(i)); }
 
 bool Report::passed() const {
   return std::all_of(variants.begin(), variants.end(), [](const auto& v) { return v.status == "ok"; }) &&

@@ -64,12 +64,7 @@ public:
 
 private:
   std::vector<std::string> candidates(const Job& job) const {
-    const std::string& host = job.planned->variant->server.host;
-    auto it = m_c.experiment.hosts.find(host);
-    if (it != m_c.experiment.hosts.end() && it->second.kind == experiment::HostKind::pool) {
-      return it->second.members;
-    }
-    return {host.empty() ? std::string("local") : host};
+    return experiment::hosts_for(m_c.experiment, *job.planned->variant);
   }
 
   std::vector<std::string> live_candidates(const Job& job) const {
@@ -175,19 +170,17 @@ private:
       item.attempt += 1;
       item.not_before = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(backoff);
       m_queue.push_front(std::move(item));
-      if (remove) {
-        take_out(node, result.value("reason", status));
+    } else {
+      status == "ok" ? ++m_counts.ok : ++m_counts.failed;
+      m_finished(result);
+      if (status != "ok" && m_c.options.fail_fast) {
+        m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
+        m_stopping = true;
       }
-      return;
     }
+    // After the variant's own outcome is told, so the messages read in order.
     if (remove) {
       take_out(node, result.value("reason", status));
-    }
-    status == "ok" ? ++m_counts.ok : ++m_counts.failed;
-    m_finished(result);
-    if (status != "ok" && m_c.options.fail_fast) {
-      m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
-      m_stopping = true;
     }
   }
 

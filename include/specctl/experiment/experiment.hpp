@@ -143,6 +143,9 @@ struct Experiment {
   const BenchmarkSpec* find_benchmark(const std::string& name) const;
 };
 
+// The machines a variant may run on: its host, or every member of its pool.
+std::vector<std::string> hosts_for(const Experiment& experiment, const Variant& variant);
+
 // Metrics a benchmark of this kind produces, for checking expectations.
 std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark);
 
