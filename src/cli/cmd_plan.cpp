@@ -28,6 +28,11 @@ int probe(const experiment::Experiment& e) {
   std::cout << "\nprobe (nothing is changed):\n";
   for (const auto& variant : e.variants) {
     const auto* pool = &e.hosts.at(variant.server.host);
+    if (pool->kind == experiment::HostKind::slurm) {
+      std::cout << fmt::format("  [{}] {}: runs as a Slurm job; its cleanup happens on the node Slurm picks\n",
+                               variant.name, pool->name);
+      continue;
+    }
     // A pool's variant may run on any member: probe the first.
     const auto& spec = pool->kind == experiment::HostKind::pool ? e.hosts.at(pool->members.at(0)) : *pool;
     auto& host = hosts[spec.name];

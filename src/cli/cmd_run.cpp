@@ -3,12 +3,9 @@
 #include <specctl/run/runner.hpp>
 #include <specctl/util/error.hpp>
 
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
-#include <unistd.h>
 
 namespace specctl::cli {
 
@@ -26,30 +23,6 @@ struct RunArgs {
   bool verbose = false;
   std::string state_dir;
 };
-
-std::atomic<bool> g_stop{false};
-
-// The first Ctrl-C (or SIGTERM) asks the run to stop: the running server is
-// torn down and the results so far are written. A second one exits at once.
-extern "C" void on_signal(int) {
-  if (g_stop.exchange(true)) {
-    constexpr char k_message[] = "\nspecctl: forced exit; the server may still be running\n";
-    [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
-    ::_exit(k_exit_interrupted);
-  }
-  constexpr char k_message[] = "\nspecctl: stopping: tearing down the running servers (Ctrl-C again to force)\n";
-  [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
-}
-
-void install_handlers() {
-  struct sigaction action {};
-  action.sa_handler = &on_signal;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  // A closed tunnel or pipe must be an error where it happens, not the end of the run.
-  std::signal(SIGPIPE, SIG_IGN);
-}
 
 int run(const RunArgs& args) {
   auto experiment = load_or_report(args.file);
@@ -76,10 +49,10 @@ int run(const RunArgs& args) {
   if (!args.state_dir.empty()) {
     options.state_dir = args.state_dir;
   }
-  options.stop = &g_stop;
+  options.stop = stop_flag();
   auto verbosity = args.quiet ? run::Verbosity::quiet : args.verbose ? run::Verbosity::verbose : run::Verbosity::normal;
   auto display = run::make_display(stderr, verbosity);
-  install_handlers();
+  install_stop_handlers();
   auto outcome = run::run_experiment(*experiment, options, *display);
   // The comparison goes to stdout (progress went to stderr), so it can be piped or kept.
   std::cout << outcome.summary << std::flush;

@@ -6,6 +6,7 @@
 #include <specctl/experiment/experiment.hpp>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,10 +27,16 @@ Action setup_bench(CLI::App& command);
 Action setup_run(CLI::App& command);
 Action setup_report(CLI::App& command);
 Action setup_compare(CLI::App& command);
+Action setup_job(CLI::App& command);
 
 // Loads and checks an experiment; prints every problem (file:line:col: message)
 // to stderr. nullopt when there were errors.
 std::optional<experiment::Experiment> load_or_report(const std::string& path);
+
+// Ctrl-C and SIGTERM set the flag stop_flag() returns: the first asks a run to
+// stop (servers torn down, results kept), a second exits at once.
+void install_stop_handlers();
+const std::atomic<bool>* stop_flag();
 
 // Directory holding the running specctl binary (specsim lives beside it).
 std::string own_bindir();

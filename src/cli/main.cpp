@@ -23,6 +23,8 @@ constexpr std::array k_commands = {
                 &setup_compare},
     CommandSpec{"bench", "Benchmark a running OpenAI-compatible server: single stream, concurrency, request rate",
                 &setup_bench},
+    CommandSpec{"job", "Run one variant inside a Slurm allocation (the payload of the jobs `specctl run` submits)",
+                &setup_job},
 };
 
 constexpr const char* k_footer = R"(Exit codes: 0 ok, 1 a run finished with failures or missed expectations,

@@ -15,6 +15,11 @@ std::expected<std::unique_ptr<remote::Host>, Error> connect_host(const HostSpec&
     return std::unexpected(
         Error(fmt::format("\"{}\" is a pool: connect to one of its hosts", spec.name), ErrorKind::bad_input));
   }
+  if (spec.kind == HostKind::slurm) {
+    return std::unexpected(Error(
+        fmt::format("\"{}\" is a Slurm cluster: its variants run as batch jobs, not over a connection", spec.name),
+        ErrorKind::bad_input));
+  }
   remote::SshTarget target;
   target.name = spec.name;
   target.user = spec.user;

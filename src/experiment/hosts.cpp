@@ -5,6 +5,7 @@
 #include <specctl/remote/ssh_config.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -15,7 +16,93 @@ namespace specctl::experiment::detail {
 namespace {
 
 const std::vector<std::string> k_host_keys = {"local",       "ssh",       "identity", "host_key",
-                                              "known_hosts", "state_dir", "pool"};
+                                              "known_hosts", "state_dir", "pool",     "slurm"};
+const std::vector<std::string> k_slurm_keys = {"partition", "account", "gpus",     "time_limit", "sbatch_args",
+                                               "setup",     "login",   "work_dir", "specctl",    "max_jobs",
+                                               "poll",      "retry_on"};
+const std::vector<std::string> k_retry_names = {"preempted", "node_fail", "boot_fail", "timeout"};
+
+// Slurm's job names and partitions: no shell or sbatch syntax needed in them.
+bool plain_word(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+void parse_slurm(const util::YamlField& field, SlurmSpec& slurm) {
+  if (!field.expect_map()) {
+    return;
+  }
+  field.check_keys(k_slurm_keys);
+  for (auto [key, target] : {std::pair{"partition", &slurm.partition}, std::pair{"account", &slurm.account}}) {
+    if (field[key].present()) {
+      if (auto text = field[key].as_string()) {
+        if (plain_word(*text)) {
+          *target = *text;
+        } else {
+          field[key].error(fmt::format("\"{}\" is not a Slurm name (letters, digits, _ - .)", *text));
+        }
+      }
+    }
+  }
+  if (field["gpus"].present()) {
+    if (auto n = field["gpus"].as_int(1, 1024)) {
+      slurm.gpus = static_cast<int>(*n);
+    }
+  }
+  if (field["time_limit"].present()) {
+    if (auto d = field["time_limit"].as_duration()) {
+      if (*d < std::chrono::minutes{1}) {
+        field["time_limit"].error("Slurm's time limits are whole minutes: at least 1m");
+      } else {
+        slurm.time_limit = *d;
+      }
+    }
+  }
+  for (auto [key, target] : {std::pair{"sbatch_args", &slurm.sbatch_args}, std::pair{"setup", &slurm.setup}}) {
+    if (field[key].present()) {
+      if (auto list = field[key].as_string_list()) {
+        *target = *list;
+      }
+    }
+  }
+  for (const auto& arg : field["sbatch_args"].present() ? field["sbatch_args"].items() : std::vector<util::YamlField>{}) {
+    auto text = arg.as_string();
+    if (text && !text->starts_with("-")) {
+      arg.error(fmt::format("\"{}\" is not an sbatch option (the script is specctl's own)", *text));
+    }
+  }
+  if (field["login"].present()) {
+    slurm.login = field["login"].as_string().value_or("");
+  }
+  if (field["work_dir"].present()) {
+    slurm.work_dir = field["work_dir"].as_string();
+  }
+  if (field["specctl"].present()) {
+    slurm.specctl = field["specctl"].as_string();
+  }
+  if (field["max_jobs"].present()) {
+    slurm.max_jobs = static_cast<int>(field["max_jobs"].as_int(1, 10000).value_or(0));
+  }
+  if (field["poll"].present()) {
+    if (auto d = field["poll"].as_duration()) {
+      if (*d < std::chrono::milliseconds{100}) {
+        field["poll"].error("poll at most every 100ms: Slurm's controller serves everyone");
+      } else {
+        slurm.poll = *d;
+      }
+    }
+  }
+  if (field["retry_on"].present() && field["retry_on"].expect_list()) {
+    slurm.retry_on.clear();
+    for (const auto& item : field["retry_on"].items()) {
+      if (auto name = item.as_choice(k_retry_names)) {
+        auto at = std::find(k_retry_names.begin(), k_retry_names.end(), *name) - k_retry_names.begin();
+        slurm.retry_on.push_back(static_cast<SlurmRetry>(at));
+      }
+    }
+  }
+}
 
 struct SshTarget {
   std::optional<std::string> user;
@@ -73,6 +160,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
     hosts.error("no hosts (leave hosts out to run on this machine)");
   }
   std::vector<std::pair<std::string, util::YamlField>> pools;
+  std::vector<std::pair<std::string, util::YamlField>> slurms;
   for (const auto& [name, name_at, field] : hosts.entries()) {
     HostSpec spec;
     spec.name = name;
@@ -100,6 +188,18 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
         }
       }
       pools.emplace_back(name, field);
+      out.emplace(name, spec);
+      continue;
+    }
+    if (field["slurm"].present()) {
+      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir"}) {
+        if (field[key].present()) {
+          field[key].error("a slurm host takes only \"slurm: {...}\"; the job runs on the node Slurm picks");
+        }
+      }
+      spec.kind = HostKind::slurm;
+      parse_slurm(field["slurm"], spec.slurm);
+      slurms.emplace_back(name, field);
       out.emplace(name, spec);
       continue;
     }
@@ -170,10 +270,37 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
         item.error(fmt::format("unknown host \"{}\"{}", *member, util::did_you_mean(*member, names)));
       } else if (it->second.kind == HostKind::pool) {
         item.error(fmt::format("\"{}\" is a pool; a pool holds hosts", *member));
+      } else if (it->second.kind == HostKind::slurm) {
+        item.error(fmt::format("\"{}\" is a Slurm cluster; Slurm picks its own nodes", *member));
       } else if (std::find(seen.begin(), seen.end(), *member) != seen.end()) {
         item.error(fmt::format("\"{}\" is listed twice", *member));
       }
       seen.push_back(*member);
+    }
+  }
+  // A login node is an SSH (or local) host defined above; with one, the jobs'
+  // files cannot default to this machine's result folder.
+  for (const auto& [name, field] : slurms) {
+    auto& slurm = out.at(name).slurm;
+    if (!slurm.login.empty()) {
+      auto it = out.find(slurm.login);
+      auto login = field["slurm"]["login"];
+      if (it == out.end()) {
+        std::vector<std::string> names;
+        for (const auto& [host, spec] : out) {
+          names.push_back(host);
+        }
+        login.error(fmt::format("unknown host \"{}\"{}", slurm.login, util::did_you_mean(slurm.login, names)));
+      } else if (it->second.kind == HostKind::pool || it->second.kind == HostKind::slurm) {
+        login.error(fmt::format("\"{}\" is not a machine: the login node is a local or SSH host", slurm.login));
+      } else if (it->second.kind == HostKind::ssh) {
+        if (!slurm.work_dir) {
+          field["slurm"].error("with an SSH login node, set work_dir: a folder on the cluster's shared filesystem");
+        }
+        if (!slurm.specctl) {
+          field["slurm"].error("with an SSH login node, set specctl: the specctl the compute nodes run");
+        }
+      }
     }
   }
   return out;
@@ -195,6 +322,22 @@ std::vector<std::string> hosts_for(const Experiment& experiment, const Variant& 
 std::string HostSpec::describe() const {
   if (kind == HostKind::local) {
     return "local";
+  }
+  if (kind == HostKind::slurm) {
+    std::vector<std::string> parts;
+    parts.push_back(slurm.partition ? "partition " + *slurm.partition : "default partition");
+    if (slurm.account) {
+      parts.push_back("account " + *slurm.account);
+    }
+    parts.push_back(slurm.gpus ? fmt::format("{} GPU{} per job", *slurm.gpus, *slurm.gpus == 1 ? "" : "s")
+                               : "no GPUs requested");
+    parts.push_back(slurm.time_limit ? "time limit " + util::format_duration(*slurm.time_limit)
+                                     : "the partition's time limit");
+    parts.push_back(slurm.login.empty() ? "sbatch here" : "sbatch on " + slurm.login);
+    if (slurm.max_jobs > 0) {
+      parts.push_back(fmt::format("at most {} jobs at once", slurm.max_jobs));
+    }
+    return "slurm: " + util::join(parts, ", ");
   }
   if (kind == HostKind::pool) {
     std::string out = "pool of ";

@@ -3,6 +3,7 @@
 #include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
+#include <map>
 
 namespace specctl::experiment {
 
@@ -55,7 +56,43 @@ const HostSpec& host_of(const Experiment& experiment, const Variant& variant) {
   return it == experiment.hosts.end() ? k_local : it->second;
 }
 
+// What each job asks Slurm for, and what it runs.
+std::string describe_job(const Variant& variant, const HostSpec& host) {
+  const auto& sl = host.slurm;
+  std::vector<std::string> parts;
+  parts.push_back(sl.gpus ? fmt::format("--gres=gpu:{}", *sl.gpus) : "no GPUs requested");
+  if (sl.time_limit) {
+    parts.push_back("--time=" + util::format_duration(*sl.time_limit));
+  }
+  if (sl.partition) {
+    parts.push_back("--partition=" + *sl.partition);
+  }
+  if (sl.account) {
+    parts.push_back("--account=" + *sl.account);
+  }
+  for (const auto& arg : sl.sbatch_args) {
+    parts.push_back(arg);
+  }
+  return fmt::format("sbatch {} on {}; the job runs `specctl job` for {} on the node Slurm picks, with the GPUs "
+                     "it allocates",
+                     util::join(parts, " "), sl.login.empty() ? "this machine" : sl.login, variant.name);
+}
+
 } // namespace
+
+std::string host_kind_name(HostKind kind) {
+  switch (kind) {
+  case HostKind::local:
+    return "local";
+  case HostKind::ssh:
+    return "ssh";
+  case HostKind::pool:
+    return "pool";
+  case HostKind::slurm:
+    break;
+  }
+  return "slurm";
+}
 
 util::Duration Plan::makespan() const {
   util::Duration longest{0};
@@ -75,7 +112,25 @@ util::Duration Plan::total() const {
 
 std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std::vector<PlannedVariant>& variants,
                                         const std::vector<std::size_t>& which) {
+  // A Slurm cluster runs up to max_jobs variants at once (every one when
+  // unlimited): one lane each, folded back into one entry at the end.
+  std::map<std::string, int> lanes;
+  for (std::size_t i : which) {
+    const auto& host = host_of(experiment, *variants.at(i).variant);
+    if (host.kind == HostKind::slurm) {
+      lanes[host.name] += 1;
+    }
+  }
+  for (auto& [name, count] : lanes) {
+    int max_jobs = experiment.hosts.at(name).slurm.max_jobs;
+    count = max_jobs > 0 ? std::min(count, max_jobs) : count;
+  }
+  struct Lane {
+    std::string host;
+    util::Duration busy{0};
+  };
   std::vector<HostSchedule> schedule;
+  std::vector<Lane> lane_of;
   // List scheduling, as the runner does it: in queue order, to the candidate host free first.
   for (std::size_t i : which) {
     const auto& planned = variants.at(i);
@@ -83,17 +138,22 @@ std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std:
     for (const auto& name : candidates) {
       if (std::none_of(schedule.begin(), schedule.end(), [&](const auto& h) { return h.host == name; })) {
         schedule.push_back(HostSchedule{name, {}, util::Duration{0}});
+        for (int k = 0; k < (lanes.contains(name) ? lanes[name] : 1); ++k) {
+          lane_of.push_back(Lane{name});
+        }
       }
     }
-    HostSchedule* best = nullptr;
-    for (auto& h : schedule) {
-      bool candidate = std::find(candidates.begin(), candidates.end(), h.host) != candidates.end();
-      if (candidate && (best == nullptr || h.busy < best->busy)) {
-        best = &h;
+    Lane* best = nullptr;
+    for (auto& lane : lane_of) {
+      bool candidate = std::find(candidates.begin(), candidates.end(), lane.host) != candidates.end();
+      if (candidate && (best == nullptr || lane.busy < best->busy)) {
+        best = &lane;
       }
     }
-    best->variants.push_back(i);
     best->busy += planned.estimate.total();
+    auto& h = *std::find_if(schedule.begin(), schedule.end(), [&](const auto& s) { return s.host == best->host; });
+    h.variants.push_back(i);
+    h.busy = std::max(h.busy, best->busy);
   }
   return schedule;
 }
@@ -127,25 +187,27 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
   const auto& server = variant.server;
   const auto& cleanup = server.cleanup;
   std::string names = cleanup.allow.empty() ? "(no names: nothing may be killed)" : util::join(cleanup.allow, ", ");
+  std::string gpus = host.kind == HostKind::slurm ? "the GPUs Slurm allocated" : gpus_text(server);
   std::string action;
   switch (cleanup.policy) {
   case server::CleanupPolicy::kill:
     action = fmt::format("kill GPU processes named {} on {} (TERM to the process group, {} grace, then KILL); "
                          "report any other GPU process, never kill it",
-                         names, gpus_text(server), util::format_duration(cleanup.grace));
+                         names, gpus, util::format_duration(cleanup.grace));
     break;
   case server::CleanupPolicy::wait:
     action = fmt::format("wait up to {} for GPU processes on {} to exit; kill nothing",
-                         util::format_duration(cleanup.timeout), gpus_text(server));
+                         util::format_duration(cleanup.timeout), gpus);
     break;
   case server::CleanupPolicy::fail:
-    action = fmt::format("refuse to start while any process uses {}; kill nothing", gpus_text(server));
+    action = fmt::format("refuse to start while any process uses {}; kill nothing", gpus);
     break;
   }
   return fmt::format("stop specctl's earlier servers on {}; {}; then wait until each GPU uses < {} MiB (at most {}); "
                      "port {} must be free",
                      host.name.empty()                ? "the host"
                      : host.kind == HostKind::pool ? "the pool's host it runs on"
+                     : host.kind == HostKind::slurm ? "the job's node"
                                                    : host.name,
                      action, cleanup.gpu_free_below_mib,
                      util::format_duration(cleanup.timeout), server.port);
@@ -177,6 +239,9 @@ std::string format_plan(const Plan& plan) {
     out += fmt::format("  host:       {} ({})\n", host.name, host.kind == HostKind::local ? "local"
                                                          : host.kind == HostKind::ssh ? "ssh"
                                                                                       : host.describe());
+    if (host.kind == HostKind::slurm) {
+      out += fmt::format("  job:        {}\n", describe_job(v, host));
+    }
     out += fmt::format("  template:   {} ({})\n", s.tmpl->name, s.tmpl->file);
     out += fmt::format("  model:      {}\n", s.model);
     out += fmt::format("  knobs:      {}\n", knobs_text(s));
@@ -252,12 +317,28 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   out["hosts"] = nlohmann::ordered_json::object();
   for (const auto& [name, host] : e.hosts) {
     nlohmann::ordered_json h;
-    h["kind"] = host.kind == HostKind::local ? "local" : host.kind == HostKind::ssh ? "ssh" : "pool";
+    h["kind"] = host_kind_name(host.kind);
     if (host.kind == HostKind::pool) {
       h["members"] = host.members;
     }
     if (host.state_dir) {
       h["state_dir"] = *host.state_dir;
+    }
+    if (host.kind == HostKind::slurm) {
+      const auto& sl = host.slurm;
+      auto opt = [](const std::optional<std::string>& v) {
+        return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+      };
+      h["partition"] = opt(sl.partition);
+      h["account"] = opt(sl.account);
+      h["gpus"] = sl.gpus ? nlohmann::ordered_json(*sl.gpus) : nlohmann::ordered_json();
+      h["time_limit_s"] = sl.time_limit ? nlohmann::ordered_json(std::chrono::duration<double>(*sl.time_limit).count())
+                                        : nlohmann::ordered_json();
+      h["sbatch_args"] = sl.sbatch_args;
+      h["setup"] = sl.setup;
+      h["login"] = sl.login.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(sl.login);
+      h["work_dir"] = opt(sl.work_dir);
+      h["max_jobs"] = sl.max_jobs;
     }
     if (host.kind == HostKind::ssh) {
       h["user"] = host.user;

@@ -150,7 +150,12 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     config.extra_args = field->as_string_list().value_or(std::vector<std::string>{});
   }
   if (const auto* field = find(layer, "gpus")) {
-    if (field->expect_list()) {
+    auto host = ctx.hosts->find(config.host);
+    if (host != ctx.hosts->end() && host->second.kind == HostKind::slurm) {
+      field->error(fmt::format("the GPUs of a job on \"{}\" come from Slurm's allocation; ask for a count with "
+                               "hosts.{}.slurm.gpus",
+                               config.host, config.host));
+    } else if (field->expect_list()) {
       std::vector<int> gpus;
       for (const auto& item : field->items()) {
         if (auto index = item.as_int(0, 1023)) {
@@ -179,6 +184,11 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     if (name == "CUDA_VISIBLE_DEVICES" && config.gpus) {
       diag.error(entry.key_at, fmt::format("{}: set either gpus or env.CUDA_VISIBLE_DEVICES, not both",
                                            entry.value.path()));
+    }
+    if (name == "CUDA_VISIBLE_DEVICES" && ctx.hosts->contains(config.host) &&
+        ctx.hosts->at(config.host).kind == HostKind::slurm) {
+      diag.error(entry.key_at, fmt::format("{}: a job on \"{}\" uses the GPUs Slurm allocates", entry.value.path(),
+                                           config.host));
     }
     if (entry.value.expect_scalar()) {
       config.env.emplace_back(name, entry.value.node().Scalar());

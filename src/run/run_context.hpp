@@ -137,6 +137,22 @@ private:
   std::map<std::string, std::string> m_versions;
 };
 
+// The login nodes of the experiment's Slurm clusters, as hosts that run one
+// command at a time: every job of a cluster asks Slurm through one connection.
+// A lost SSH connection is dropped and reopened by the next command.
+class SlurmLogins {
+public:
+  explicit SlurmLogins(HostPool& pool) : m_pool(pool) {}
+  // The login host of the slurm host `name` ("" for this machine).
+  remote::Host& login(const std::string& login_name);
+
+private:
+  class Serial;
+  HostPool& m_pool;
+  std::mutex m_mutex;
+  std::map<std::string, std::unique_ptr<remote::Host>> m_hosts;
+};
+
 // Everything a variant's run shares with the sweep.
 struct VariantContext {
   const experiment::Experiment& experiment;
@@ -146,6 +162,15 @@ struct VariantContext {
   Display& display;
   HostPool& pool;
   Provenance& provenance;
+  SlurmLogins& slurm;
+};
+
+// A Slurm job an earlier, killed run submitted and never saw finish: a resumed
+// run follows it instead of submitting the variant again.
+struct Adoption {
+  std::string job_id;
+  std::string job_dir;
+  int attempt = 1;
 };
 
 // One attempt at a variant on `node` (its host, or a member of its pool), from
@@ -154,10 +179,22 @@ struct VariantContext {
 nlohmann::ordered_json run_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
                                    const std::string& node, int index, int total, int attempt, bool& transient);
 
+// One attempt at a variant on a Slurm host: a batch job that runs `specctl job`
+// on the node Slurm picks, followed until Slurm says it ended (src/run/slurm_run.cpp).
+// With `adopt`, the job an earlier run submitted is followed instead.
+nlohmann::ordered_json run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
+                                         const experiment::HostSpec& host, int index, int total, int attempt,
+                                         const std::optional<Adoption>& adopt, bool& transient);
+
+// The jobs of Slurm hosts that `entries` (an earlier run's journal) submitted
+// and never recorded an end for, by variant.
+std::map<std::string, Adoption> unfinished_slurm_jobs(const std::vector<nlohmann::json>& entries);
+
 // A variant to run and its 1-based position in the sweep.
 struct Job {
   const experiment::PlannedVariant* planned = nullptr;
   int index = 0;
+  std::optional<Adoption> adopt;
 };
 
 struct SweepCounts {

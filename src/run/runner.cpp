@@ -184,7 +184,8 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
   std::vector<std::string> lines;
   for (const auto& [host, names] : by_host) {
     auto spec = experiment.hosts.find(host);
-    bool pool = spec != experiment.hosts.end() && spec->second.kind == experiment::HostKind::pool;
+    bool pool = spec != experiment.hosts.end() && (spec->second.kind == experiment::HostKind::pool ||
+                                                   spec->second.kind == experiment::HostKind::slurm);
     lines.push_back(fmt::format("on {}{}: {}", host, pool ? " (" + spec->second.describe() + ")" : "",
                                 util::join(names, ", ")));
   }
@@ -290,7 +291,9 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   display.run_started(RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate,
                                 outcome.variants, plan_lines(experiment, plan, selected)});
 
-  detail::VariantContext shared{experiment, options, paths, journal, display, pool, provenance};
+  detail::SlurmLogins logins(pool);
+  detail::VariantContext shared{experiment, options, paths, journal, display, pool, provenance, logins};
+  auto adoptable = options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
   int total = static_cast<int>(selected.size());
   std::vector<detail::Job> jobs;
   for (int k = 0; k < total; ++k) {
@@ -305,7 +308,11 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
         continue;
       }
     }
-    jobs.push_back({&planned, k + 1});
+    std::optional<detail::Adoption> adopt;
+    if (auto it = adoptable.find(name); it != adoptable.end()) {
+      adopt = it->second;
+    }
+    jobs.push_back({&planned, k + 1, adopt});
   }
   auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& result) {
     std::string name = result.value("variant", "");

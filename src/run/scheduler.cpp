@@ -45,6 +45,7 @@ public:
         }
       }
       Item item;
+      item.attempt = job.adopt ? job.adopt->attempt : 1;
       item.job = job;
       m_queue.push_back(std::move(item));
     }
@@ -52,9 +53,10 @@ public:
 
   SweepCounts run() {
     std::vector<std::thread> workers;
-    workers.reserve(m_order.size());
     for (const auto& node : m_order) {
-      workers.emplace_back([this, node] { work(node); });
+      for (int k = 0; k < slots(node); ++k) {
+        workers.emplace_back([this, node] { work(node); });
+      }
     }
     for (auto& w : workers) {
       w.join();
@@ -63,6 +65,30 @@ public:
   }
 
 private:
+  // How many variants a host runs at once: one per machine; a Slurm cluster
+  // as many jobs as its max_jobs allows (all of them by default).
+  int slots(const std::string& node) const {
+    auto it = m_c.experiment.hosts.find(node);
+    if (it == m_c.experiment.hosts.end() || it->second.kind != experiment::HostKind::slurm) {
+      return 1;
+    }
+    int jobs = static_cast<int>(std::count_if(m_queue.begin(), m_queue.end(), [&](const Item& item) {
+      auto all = candidates(item.job);
+      return std::find(all.begin(), all.end(), node) != all.end();
+    }));
+    int max_jobs = it->second.slurm.max_jobs;
+    return std::max(1, max_jobs > 0 ? std::min(max_jobs, jobs) : jobs);
+  }
+
+  ordered attempt(const std::string& node, const Item& item, bool& transient) {
+    const auto& job = item.job;
+    auto it = m_c.experiment.hosts.find(node);
+    if (it != m_c.experiment.hosts.end() && it->second.kind == experiment::HostKind::slurm) {
+      return run_slurm_variant(m_c, *job.planned, it->second, job.index, m_total, item.attempt, job.adopt, transient);
+    }
+    return run_variant(m_c, *job.planned, node, job.index, m_total, item.attempt, transient);
+  }
+
   std::vector<std::string> candidates(const Job& job) const {
     return experiment::hosts_for(m_c.experiment, *job.planned->variant);
   }
@@ -121,7 +147,7 @@ private:
                                              {"of", m_total},
                                              {"host", node}});
       bool transient = false;
-      ordered result = run_variant(m_c, *item.job.planned, node, item.job.index, m_total, item.attempt, transient);
+      ordered result = attempt(node, item, transient);
       lock.lock();
       --m_running;
       settle(node, std::move(item), std::move(result), transient);
@@ -168,6 +194,8 @@ private:
                          {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", result.value("reason", "")}});
       m_c.pool.drop(node);
       item.attempt += 1;
+      // A job an earlier run left is followed once; a retry submits anew.
+      item.job.adopt.reset();
       item.not_before = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(backoff);
       m_queue.push_front(std::move(item));
     } else {

@@ -18,9 +18,38 @@ namespace specctl::experiment {
 using server::ServerConfig;
 
 // pool: not a machine but a set of hosts a sweep spreads its variants over.
-enum class HostKind { local, ssh, pool };
+// slurm: a cluster that runs each variant as a batch job on a node it picks.
+enum class HostKind { local, ssh, pool, slurm };
 // strict: the host key must already be in known_hosts; accept_new: unknown hosts are added, changed keys refused.
 enum class HostKeyPolicy { strict, accept_new };
+
+// Slurm states after which a job is submitted again, within --retries.
+enum class SlurmRetry { preempted, node_fail, boot_fail, timeout };
+
+// How a slurm host submits its jobs (hosts.NAME.slurm).
+struct SlurmSpec {
+  std::optional<std::string> partition;
+  std::optional<std::string> account;
+  // GPUs per job (--gres=gpu:N); the variant gets the ones Slurm allocates.
+  std::optional<int> gpus;
+  std::optional<util::Duration> time_limit;
+  // Extra sbatch arguments, one argv word each.
+  std::vector<std::string> sbatch_args;
+  // Shell lines the batch script runs before specctl (module load, a venv, ...).
+  std::vector<std::string> setup;
+  // A local or SSH host of the experiment where sbatch, scontrol and scancel
+  // run; empty: this machine.
+  std::string login;
+  // A folder on the cluster's shared filesystem for the jobs' files; by default
+  // the run's result folder (which must then be shared).
+  std::optional<std::string> work_dir;
+  // The specctl the jobs run; by default this one.
+  std::optional<std::string> specctl;
+  // At most this many jobs submitted at once; 0: every variant at once.
+  int max_jobs = 0;
+  util::Duration poll = std::chrono::seconds{10};
+  std::vector<SlurmRetry> retry_on = {SlurmRetry::preempted, SlurmRetry::node_fail, SlurmRetry::boot_fail};
+};
 
 struct HostSpec {
   std::string name;
@@ -39,9 +68,12 @@ struct HostSpec {
   std::optional<std::string> state_dir;
   // Pool only: the hosts (local or SSH) it schedules across, in order.
   std::vector<std::string> members;
+  // Slurm only.
+  SlurmSpec slurm;
   util::Location where;
 
-  // "local", "ssh root@gpu-node-1:22", or "pool of node-1, node-2".
+  // "local", "ssh root@gpu-node-1:22", "pool of node-1, node-2", or
+  // "slurm partition gpu, 8 GPUs per job, ...".
   std::string describe() const;
 };
 

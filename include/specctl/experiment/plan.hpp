@@ -58,6 +58,9 @@ std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std:
 std::string format_plan(const Plan& plan);
 nlohmann::ordered_json plan_to_json(const Plan& plan);
 
+// "local", "ssh", "pool", "slurm": the names plans and results use.
+std::string host_kind_name(HostKind kind);
+
 // "kill processes named sglang::*, python* ..." : the cleanup a variant will do, in one sentence.
 std::string describe_cleanup(const Variant& variant, const HostSpec& host);
 
