@@ -1,5 +1,6 @@
 #include <specctl/experiment/plan.hpp>
 
+#include <specctl/remote/slurm.hpp>
 #include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
@@ -62,7 +63,7 @@ std::string describe_job(const Variant& variant, const HostSpec& host) {
   std::vector<std::string> parts;
   parts.push_back(sl.gpus ? fmt::format("--gres=gpu:{}", *sl.gpus) : "no GPUs requested");
   if (sl.time_limit) {
-    parts.push_back("--time=" + util::format_duration(*sl.time_limit));
+    parts.push_back("--time=" + remote::slurm_time(*sl.time_limit));
   }
   if (sl.partition) {
     parts.push_back("--partition=" + *sl.partition);
@@ -273,6 +274,12 @@ std::string format_plan(const Plan& plan) {
     }
     for (const auto& warning : planned.launch.warnings) {
       out += fmt::format("  warning:    {}\n", warning);
+    }
+    if (host.kind == HostKind::slurm && host.slurm.time_limit && *host.slurm.time_limit < planned.estimate.total()) {
+      out += fmt::format("  warning:    the job's time limit {} is below this variant's bound {}: Slurm ends a slow "
+                         "run at its limit, and the variant fails with that reason\n",
+                         util::format_duration(*host.slurm.time_limit),
+                         util::format_duration(planned.estimate.total()));
     }
     const auto& est = planned.estimate;
     out += fmt::format("  at most:    {} (cleanup {}, load {}, benchmarks {}, teardown {})\n",

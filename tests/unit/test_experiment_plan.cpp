@@ -46,6 +46,7 @@ TEST_CASE("plan output matches the golden files") {
            {"experiments/kimi-k25-eagle3.yaml", "tests/data/plan/kimi-k25-eagle3.txt"},
            {"experiments/eagle3-steps.yaml", "tests/data/plan/eagle3-steps.txt"},
            {"examples/quickstart.yaml", "tests/data/plan/quickstart.txt"},
+           {"examples/slurm.yaml", "tests/data/plan/slurm.txt"},
            {"tests/data/good/layers.yaml", "tests/data/plan/layers.txt"}}) {
     auto e = load_ok(experiment);
     auto plan = make_plan(e, options);
