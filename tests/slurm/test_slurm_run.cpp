@@ -131,7 +131,8 @@ public:
   // Variants `names`, each on its own port (both nodes are this machine), as
   // jobs of `gpus` GPUs each; `slurm_extra` adds lines to the slurm block.
   void write(const std::vector<std::string>& names, const std::string& load, int speed, int gpus,
-             const std::string& slurm_extra = "", const std::string& health_timeout = "2m") {
+             const std::string& slurm_extra = "", const std::string& health_timeout = "2m",
+             const std::string& more_hosts = "") {
     auto ports = distinct_free_ports(names.size());
     std::string variants;
     for (std::size_t i = 0; i < names.size(); ++i) {
@@ -140,7 +141,7 @@ public:
     std::ofstream(file()) << fmt::format(
         R"(name: slurm
 hosts:
-  cluster:
+{more_hosts}  cluster:
     slurm:
       gpus: {gpus}
       poll: 300ms
@@ -161,10 +162,14 @@ variants:
         fmt::arg("gpus", gpus), fmt::arg("root", m_dir.path().string()), fmt::arg("fake_gpu", SPECSIM_FAKE_GPU_BIN),
         fmt::arg("extra", slurm_extra), fmt::arg("load", load), fmt::arg("speed", speed),
         fmt::arg("health", health_timeout), fmt::arg("variants", variants),
-        fmt::arg("benchmarks", k_quick_benchmarks));
+        fmt::arg("benchmarks", k_quick_benchmarks), fmt::arg("more_hosts", more_hosts));
   }
 
-  std::unique_ptr<st::Process> start_run(std::vector<std::string> args) {
+  // With Reach::login_node_only the coordinator itself cannot reach the
+  // cluster (no SLURM_CONF): only the SSH login node can.
+  enum class Reach { here, login_node_only };
+
+  std::unique_ptr<st::Process> start_run(std::vector<std::string> args, Reach reach = Reach::here) {
     std::vector<std::string> argv = {SPECCTL_BINARY, "run", file().string()};
     if (std::find(args.begin(), args.end(), "--resume") == args.end()) {
       argv.insert(argv.end(), {"--out", out().string()});
@@ -172,14 +177,21 @@ variants:
     argv.insert(argv.end(), args.begin(), args.end());
     ++m_runs;
     std::map<std::string, std::string> env;
-    for (const auto& var : m_cluster->env()) {
-      env[var.substr(0, var.find('='))] = var.substr(var.find('=') + 1);
+    if (reach == Reach::here) {
+      for (const auto& var : m_cluster->env()) {
+        env[var.substr(0, var.find('='))] = var.substr(var.find('=') + 1);
+      }
+    } else {
+      // Slurm's clients would otherwise read /etc/slurm/slurm.conf, which the test never writes.
+      env["SLURM_CONF"] = (m_dir.path() / "no-such-slurm.conf").string();
     }
     return std::make_unique<st::Process>(argv, log(), env);
   }
 
-  int run(std::vector<std::string> args = {}) {
-    auto process = start_run(std::move(args));
+  std::filesystem::path dir() const { return m_dir.path(); }
+
+  int run(std::vector<std::string> args = {}, Reach reach = Reach::here) {
+    auto process = start_run(std::move(args), reach);
     return process->wait_exit_code(k_sweep_timeout).value_or(-1);
   }
 
@@ -401,5 +413,43 @@ TEST_CASE("kill -9 of the coordinator, then --resume adopts the jobs and complet
   for (const auto& name : {"a", "b", "c", "d"}) {
     CHECK(report.find(std::string("| ") + name) != std::string::npos);
   }
+  CHECK(sweep.drained());
+}
+
+TEST_CASE("through an SSH login node: sbatch, scontrol and the jobs' files all go over SSH") {
+  SlurmSweep sweep;
+  if (!sweep.start()) {
+    return;
+  }
+  if (::access("/usr/sbin/sshd", X_OK) != 0) {
+    MESSAGE("skipped: the login node test needs /usr/sbin/sshd (scripts/setup.sh --tests)");
+    return;
+  }
+  // The login node: a test sshd whose sessions know the cluster.
+  auto sshd = specctl::test::TestSshd::start(
+      {.listen_address = "127.0.0.2",
+       .session_env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", sweep.cluster().env().front()}});
+  REQUIRE_MESSAGE(sshd, (sshd ? "" : sshd.error()));
+  auto& login = **sshd;
+  auto work = sweep.dir() / "shared-work";
+  std::string login_host =
+      fmt::format("  login1: {{ssh: \"{}@{}:{}\", identity: \"{}\", known_hosts: \"{}\"}}\n", login.user(),
+                  login.address(), login.port(), login.user_key().string(), login.known_hosts().string());
+  std::string slurm_lines =
+      fmt::format("      login: login1\n      work_dir: \"{}\"\n      specctl: \"{}\"\n", work.string(), SPECCTL_BINARY);
+  sweep.write({"a", "b"}, "2s", 10, 3, slurm_lines, "2m", login_host);
+  int code = sweep.run({}, SlurmSweep::Reach::login_node_only);
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  for (const auto& name : {"a", "b"}) {
+    check_ok_variant(sweep.out(), name);
+    auto result = read_json(sweep.out() / "variants" / name / "result.json");
+    // The job's folder is in the work folder, in one folder for this run.
+    auto job_dir = result["slurm"]["job_dir"].get<std::string>();
+    CHECK(job_dir.starts_with((work / "slurm-out").string()));
+    CHECK(std::filesystem::exists(std::filesystem::path(job_dir) / "job.sh"));
+  }
+  // The job read the experiment from the copy put beside the jobs.
+  CHECK(std::filesystem::exists(work / "slurm-out" / "experiment.yaml"));
   CHECK(sweep.drained());
 }
