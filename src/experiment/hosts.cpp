@@ -16,7 +16,8 @@ namespace specctl::experiment::detail {
 namespace {
 
 const std::vector<std::string> k_host_keys = {"local",       "ssh",       "identity", "host_key",
-                                              "known_hosts", "state_dir", "pool",     "slurm"};
+                                              "known_hosts", "state_dir", "pool",     "slurm",
+                                              "slots"};
 const std::vector<std::string> k_slurm_keys = {"partition", "account", "gpus",     "time_limit", "sbatch_args",
                                                "setup",     "login",   "work_dir", "specctl",    "max_jobs",
                                                "poll",      "retry_on"};
@@ -137,6 +138,43 @@ std::optional<SshTarget> parse_target(const std::string& text) {
   return target;
 }
 
+// [[0, 1, 2, 3], [4, 5, 6, 7]]: at least two slots, each of distinct GPUs no other slot has.
+std::vector<std::vector<int>> parse_slots(const util::YamlField& field) {
+  std::vector<std::vector<int>> slots;
+  if (!field.expect_list()) {
+    return slots;
+  }
+  std::vector<int> seen;
+  for (const auto& item : field.items()) {
+    if (!item.expect_list()) {
+      continue;
+    }
+    std::vector<int> gpus;
+    for (const auto& gpu : item.items()) {
+      auto index = gpu.as_int(0, 1023);
+      if (!index) {
+        continue;
+      }
+      if (std::find(seen.begin(), seen.end(), *index) != seen.end()) {
+        gpu.error(fmt::format("GPU {} is in two slots; slots share no GPU", *index));
+        continue;
+      }
+      seen.push_back(static_cast<int>(*index));
+      gpus.push_back(static_cast<int>(*index));
+    }
+    if (gpus.empty()) {
+      item.error("an empty slot");
+      continue;
+    }
+    slots.push_back(gpus);
+  }
+  if (slots.size() == 1) {
+    field.error("one slot is the whole host: list two or more, or leave slots out");
+    slots.clear();
+  }
+  return slots;
+}
+
 std::string current_user() {
   const char* user = std::getenv("USER");
   return user != nullptr && *user != '\0' ? user : "root";
@@ -170,7 +208,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
     }
     field.check_keys(k_host_keys);
     if (field["pool"].present()) {
-      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir"}) {
+      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir", "slots"}) {
         if (field[key].present()) {
           field[key].error("a pool takes only \"pool: [host, ...]\"; set this on its hosts");
         }
@@ -192,7 +230,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
       continue;
     }
     if (field["slurm"].present()) {
-      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir"}) {
+      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir", "slots"}) {
         if (field[key].present()) {
           field[key].error("a slurm host takes only \"slurm: {...}\"; the job runs on the node Slurm picks");
         }
@@ -205,6 +243,9 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
     }
     if (field["state_dir"].present()) {
       spec.state_dir = field["state_dir"].as_string();
+    }
+    if (field["slots"].present()) {
+      spec.slots = parse_slots(field["slots"]);
     }
     bool local = field["local"].present() && field["local"].as_bool().value_or(false);
     bool ssh = field["ssh"].present();
@@ -310,18 +351,80 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
 
 namespace specctl::experiment {
 
+std::string slot_name(const std::string& host, int index) {
+  return fmt::format("{}#{}", host, index);
+}
+
 std::vector<std::string> hosts_for(const Experiment& experiment, const Variant& variant) {
   const std::string& host = variant.server.host;
   auto it = experiment.hosts.find(host);
+  std::vector<std::string> machines = {host.empty() ? std::string("local") : host};
   if (it != experiment.hosts.end() && it->second.kind == HostKind::pool) {
-    return it->second.members;
+    machines = it->second.members;
   }
-  return {host.empty() ? std::string("local") : host};
+  std::vector<std::string> nodes;
+  for (const auto& machine : machines) {
+    auto spec = experiment.hosts.find(machine);
+    if (spec == experiment.hosts.end() || spec->second.slots.empty()) {
+      nodes.push_back(machine);
+      continue;
+    }
+    for (std::size_t k = 0; k < spec->second.slots.size(); ++k) {
+      nodes.push_back(slot_name(machine, static_cast<int>(k)));
+    }
+  }
+  return nodes;
 }
+
+std::optional<Slot> slot_of(const Experiment& experiment, const std::string& node) {
+  auto hash = node.rfind('#');
+  if (hash == std::string::npos || experiment.hosts.contains(node)) {
+    return std::nullopt;
+  }
+  auto it = experiment.hosts.find(node.substr(0, hash));
+  int index = -1;
+  auto digits = node.substr(hash + 1);
+  std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (it == experiment.hosts.end() || index < 0 || static_cast<std::size_t>(index) >= it->second.slots.size()) {
+    return std::nullopt;
+  }
+  return Slot{it->first, index, static_cast<int>(it->second.slots.size()),
+              it->second.slots[static_cast<std::size_t>(index)]};
+}
+
+const HostSpec* machine_of(const Experiment& experiment, const std::string& node) {
+  if (auto it = experiment.hosts.find(node); it != experiment.hosts.end()) {
+    return &it->second;
+  }
+  if (auto slot = slot_of(experiment, node)) {
+    return &experiment.hosts.at(slot->host);
+  }
+  return nullptr;
+}
+
+namespace {
+
+// ", 2 GPU slots: 0,1,2,3 | 4,5,6,7", or nothing.
+std::string slots_text(const std::vector<std::vector<int>>& slots) {
+  if (slots.empty()) {
+    return {};
+  }
+  std::vector<std::string> parts;
+  for (const auto& slot : slots) {
+    std::vector<std::string> ids;
+    for (int gpu : slot) {
+      ids.push_back(std::to_string(gpu));
+    }
+    parts.push_back(util::join(ids, ","));
+  }
+  return fmt::format(", {} GPU slots: {}", slots.size(), util::join(parts, " | "));
+}
+
+} // namespace
 
 std::string HostSpec::describe() const {
   if (kind == HostKind::local) {
-    return "local";
+    return "local" + slots_text(slots);
   }
   if (kind == HostKind::slurm) {
     std::vector<std::string> parts;
@@ -354,7 +457,7 @@ std::string HostSpec::describe() const {
   }
   out += identity ? fmt::format(", key {}", *identity) : ", keys from ssh-agent";
   out += host_key == HostKeyPolicy::strict ? ", host key strict" : ", host key accept-new";
-  return out;
+  return out + slots_text(slots);
 }
 
 } // namespace specctl::experiment

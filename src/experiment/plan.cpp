@@ -188,7 +188,9 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
   const auto& server = variant.server;
   const auto& cleanup = server.cleanup;
   std::string names = cleanup.allow.empty() ? "(no names: nothing may be killed)" : util::join(cleanup.allow, ", ");
-  std::string gpus = host.kind == HostKind::slurm ? "the GPUs Slurm allocated" : gpus_text(server);
+  std::string gpus = host.kind == HostKind::slurm ? "the GPUs Slurm allocated"
+                     : !host.slots.empty()         ? "the slot's GPUs"
+                                                   : gpus_text(server);
   std::string action;
   switch (cleanup.policy) {
   case server::CleanupPolicy::kill:
@@ -237,9 +239,16 @@ std::string format_plan(const Plan& plan) {
     if (!v.description.empty()) {
       out += fmt::format("  about:      {}\n", v.description);
     }
-    out += fmt::format("  host:       {} ({})\n", host.name, host.kind == HostKind::local ? "local"
-                                                         : host.kind == HostKind::ssh ? "ssh"
-                                                                                      : host.describe());
+    out += fmt::format("  host:       {} ({})\n", host.name,
+                       !host.slots.empty()           ? host.describe()
+                       : host.kind == HostKind::local ? "local"
+                       : host.kind == HostKind::ssh   ? "ssh"
+                                                      : host.describe());
+    if (auto nodes = hosts_for(e, v); !nodes.empty() && slot_of(e, nodes.front())) {
+      out += fmt::format("  slots:      runs in whichever of {} GPU slots is free; in slot k, CUDA_VISIBLE_DEVICES "
+                         "is the slot's GPUs and the port is {} + k\n",
+                         nodes.size(), s.port);
+    }
     if (host.kind == HostKind::slurm) {
       out += fmt::format("  job:        {}\n", describe_job(v, host));
     }
@@ -296,7 +305,7 @@ std::string format_plan(const Plan& plan) {
     }
   }
   if (plan.schedule.size() > 1) {
-    out += "\nschedule (one variant per host at a time, all hosts at once):\n";
+    out += "\nschedule (one variant per host or GPU slot at a time, all at once):\n";
     for (const auto& h : plan.schedule) {
       std::string names;
       for (auto i : h.variants) {
@@ -330,6 +339,9 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     }
     if (host.state_dir) {
       h["state_dir"] = *host.state_dir;
+    }
+    if (!host.slots.empty()) {
+      h["slots"] = host.slots;
     }
     if (host.kind == HostKind::slurm) {
       const auto& sl = host.slurm;

@@ -2,6 +2,7 @@
 
 #include <specctl/util/text.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -50,6 +51,17 @@ std::shared_ptr<const server::ServerTemplate> find_template(const util::YamlFiel
   auto tmpl = server::load_template(*name, ctx.template_search_path, *ctx.diag, field.location());
   ctx.template_cache->emplace(*name, tmpl);
   return tmpl;
+}
+
+// Whether a variant on `host` runs in GPU slots: the host has them, or a member of its pool does.
+bool sliced(const HostSpec& host, const std::map<std::string, HostSpec>& hosts) {
+  if (!host.slots.empty()) {
+    return true;
+  }
+  return std::any_of(host.members.begin(), host.members.end(), [&](const std::string& member) {
+    auto it = hosts.find(member);
+    return it != hosts.end() && !it->second.slots.empty();
+  });
 }
 
 } // namespace
@@ -155,6 +167,9 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
       field->error(fmt::format("the GPUs of a job on \"{}\" come from Slurm's allocation; ask for a count with "
                                "hosts.{}.slurm.gpus",
                                config.host, config.host));
+    } else if (host != ctx.hosts->end() && sliced(host->second, *ctx.hosts)) {
+      field->error(fmt::format("\"{}\" is split into GPU slots: each variant gets the GPUs of the slot it runs in",
+                               config.host));
     } else if (field->expect_list()) {
       std::vector<int> gpus;
       for (const auto& item : field->items()) {
@@ -184,6 +199,11 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     if (name == "CUDA_VISIBLE_DEVICES" && config.gpus) {
       diag.error(entry.key_at, fmt::format("{}: set either gpus or env.CUDA_VISIBLE_DEVICES, not both",
                                            entry.value.path()));
+    }
+    if (name == "CUDA_VISIBLE_DEVICES" && ctx.hosts->contains(config.host) &&
+        sliced(ctx.hosts->at(config.host), *ctx.hosts)) {
+      diag.error(entry.key_at, fmt::format("{}: \"{}\" is split into GPU slots, which set it", entry.value.path(),
+                                           config.host));
     }
     if (name == "CUDA_VISIBLE_DEVICES" && ctx.hosts->contains(config.host) &&
         ctx.hosts->at(config.host).kind == HostKind::slurm) {

@@ -203,7 +203,8 @@ std::string to_json(const Report& r) {
                                {"attempt", v.attempt},
                                {"load_s", optional_number(v.load_s)},
                                {"duration_s", optional_number(v.duration_s)},
-                               {"accept_length", optional_number(v.accept_length)}});
+                               {"accept_length", optional_number(v.accept_length)},
+                               {"flags", v.flags}});
   }
   out["single_stream"] = ojson::array();
   for (const auto& t : r.single_stream) {

@@ -258,6 +258,9 @@ private:
       if (!row.log_tail.empty()) {
         reason += "<details><summary>server log tail</summary><pre>" + escape(row.log_tail) + "</pre></details>";
       }
+      for (const auto& flag : row.flags) {
+        reason += "<div class=\"flag\">flag: " + escape(flag) + "</div>";
+      }
       m_out += td(reason, "reason") + "</tr>\n";
     }
     m_out += "</tbody>\n</table>\n";

@@ -159,6 +159,16 @@ std::string failures_section(const Report& r) {
   return out.empty() ? out : "## Failures\n\n" + out;
 }
 
+std::string flags_section(const Report& r) {
+  std::string out;
+  for (const auto& v : r.variants) {
+    for (const auto& flag : v.flags) {
+      out += fmt::format("- **{}**: {}\n", v.name, flag);
+    }
+  }
+  return out.empty() ? out : "## Flags\n\n" + out;
+}
+
 } // namespace
 
 std::string to_markdown(const Report& r) {
@@ -188,6 +198,9 @@ std::string to_markdown(const Report& r) {
   }
   if (auto failures = failures_section(r); !failures.empty()) {
     sections.push_back(failures);
+  }
+  if (auto flags = flags_section(r); !flags.empty()) {
+    sections.push_back(flags);
   }
   std::string out;
   for (auto& s : sections) {

@@ -325,6 +325,11 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
     row.log_tail += text(line) + "\n";
   }
   row.host = text(dig(r, {"host"}));
+  for (const auto& flag : array_at(r, {"flags"})) {
+    if (flag.is_string()) {
+      row.flags.push_back(flag.get<std::string>());
+    }
+  }
   row.attempt = dig(r, {"attempt"}).is_number_integer() ? dig(r, {"attempt"}).get<int>() : 0;
   row.load_s = number(dig(r, {"load", "load_s"}));
   row.duration_s = number(dig(r, {"duration_s"}));

@@ -44,8 +44,9 @@ public:
       if (auto it = m_hosts.find(name); it != m_hosts.end()) {
         return it->second.get();
       }
-      if (auto it = m_experiment.hosts.find(name); it != m_experiment.hosts.end()) {
-        spec = it->second;
+      // A GPU slot ("node1#1") is its host, on a connection of its own: slots run at once.
+      if (const auto* machine = experiment::machine_of(m_experiment, name)) {
+        spec = *machine;
       } else if (!name.empty() && name != "local") {
         return std::unexpected(Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
       }

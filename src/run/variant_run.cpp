@@ -9,8 +9,10 @@
 #include <specctl/report/results.hpp>
 #include <specctl/run/server_metrics.hpp>
 #include <specctl/server/lifecycle.hpp>
+#include <specctl/server/render.hpp>
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -166,9 +168,8 @@ void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std
 }
 
 std::string state_dir_of(const VariantContext& shared, const std::string& node) {
-  auto it = shared.experiment.hosts.find(node);
-  return it != shared.experiment.hosts.end() && it->second.state_dir ? *it->second.state_dir
-                                                                     : shared.options.state_dir;
+  const auto* machine = experiment::machine_of(shared.experiment, node);
+  return machine != nullptr && machine->state_dir ? *machine->state_dir : shared.options.state_dir;
 }
 
 class VariantRun {
@@ -252,9 +253,8 @@ private:
 
   void execute() {
     begin("connect");
-    if (auto it = m_s.experiment.hosts.find(m_config.host);
-        it != m_s.experiment.hosts.end() && it->second.kind == experiment::HostKind::pool) {
-      m_s.display.message(m_variant.name, Severity::info, fmt::format("on {} (pool {})", m_node, m_config.host));
+    if (m_node != m_config.host) {
+      m_s.display.message(m_variant.name, Severity::info, fmt::format("on {} ({})", m_node, m_config.host));
     }
     m_host = must(m_s.pool.get(m_result["host"].get<std::string>()), "connect");
     record_provenance();
@@ -550,11 +550,9 @@ private:
     context.variant = m_variant.name;
     context.model = m_config.model;
     // The node's address as the experiment names it ("127.0.0.1" for this machine).
-    const auto& hosts = m_s.experiment.hosts;
-    auto spec_it = hosts.find(m_result["host"].get<std::string>());
-    context.host = spec_it != hosts.end() && spec_it->second.kind == experiment::HostKind::ssh
-                       ? spec_it->second.hostname
-                       : std::string("127.0.0.1");
+    const auto* machine = experiment::machine_of(m_s.experiment, m_node);
+    context.host = machine != nullptr && machine->kind == experiment::HostKind::ssh ? machine->hostname
+                                                                                    : std::string("127.0.0.1");
     context.port = on_host ? m_config.port : m_server->local_port;
     context.url = on_host ? fmt::format("http://127.0.0.1:{}", m_config.port) : m_server->base_url();
     remote::LocalHost local;
@@ -699,7 +697,33 @@ private:
 
 ordered run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, const std::string& node,
                     int index, int total, int attempt, bool& transient) {
-  return VariantRun(context, planned, node, index, total, attempt).run(transient);
+  auto slot = experiment::slot_of(context.experiment, node);
+  if (!slot) {
+    return VariantRun(context, planned, node, index, total, attempt).run(transient);
+  }
+  // In a GPU slot: the slot's GPUs, and a port of its own (the variant's plus
+  // the slot's index), so the slots of one host never collide.
+  experiment::Variant variant = *planned.variant;
+  variant.server.gpus = slot->gpus;
+  variant.server.port += slot->index;
+  experiment::PlannedVariant in_slot = planned;
+  in_slot.variant = &variant;
+  in_slot.launch = server::render_launch(variant.server, context.options.render);
+  auto result = VariantRun(context, in_slot, node, index, total, attempt).run(transient);
+  std::vector<std::string> ids;
+  for (int gpu : slot->gpus) {
+    ids.push_back(std::to_string(gpu));
+  }
+  result["slot"] = {{"host", slot->host}, {"index", slot->index}, {"of", slot->count}, {"gpus", slot->gpus},
+                    {"port", variant.server.port}};
+  if (!result.contains("flags")) {
+    result["flags"] = ordered::array();
+  }
+  result["flags"].push_back(fmt::format("ran in GPU slot {} of {} on {} (GPUs {}, port {}) while other slots may have "
+                                        "run: its figures may include their interference",
+                                        slot->index, slot->count, slot->host, util::join(ids, ","),
+                                        variant.server.port));
+  return result;
 }
 
 } // namespace specctl::run::detail

@@ -418,3 +418,90 @@ TEST_CASE("SIGINT while both nodes load stops the servers on both and exits 130"
   CHECK(events(sweep.out(), "torn_down").size() == 2);
   CHECK(sweep.output().find("--resume") != std::string::npos);
 }
+
+// GPU slots: one node split in two halves runs two tp-2 variants at once, each on
+// its own GPUs and port, and the report says their figures may interfere.
+TEST_CASE("a node split into two GPU slots runs two variants at once on disjoint GPUs and ports") {
+  PoolSweep sweep;
+  if (!start_nodes_or_skip(sweep, {"127.0.0.2"})) {
+    return;
+  }
+  const auto& node = *sweep.nodes().front();
+  // Every variant asks for the same port, as experiments do: the slots keep them apart.
+  int port = 0;
+  for (int tries = 0; tries < 50 && port == 0; ++tries) {
+    int candidate = st::free_port();
+    if (st::connection_refused(candidate + 1)) {
+      port = candidate;
+    }
+  }
+  REQUIRE(port > 0);
+  std::string entry = node.host_entry();
+  entry.replace(entry.rfind('}'), 1, ", slots: [[0, 1], [2, 3]]}");
+  std::ofstream(sweep.file()) << fmt::format(R"(name: slots
+hosts:
+{entry}server:
+  template: specsim
+  host: {node}
+  model: /models/Kimi-K2.5-INT4
+  port: {port}
+  knobs: {{tp: 2, sim_load_time: 2s, sim_speed: 10}}
+  health: {{timeout: 2m, interval: 200ms, stall: 1m}}
+  cleanup: {{policy: kill, grace: 3s, timeout: 30s}}
+variants:
+  - name: a
+  - name: b
+  - name: c
+  - name: d
+benchmarks:
+{benchmarks}
+)",
+                                             fmt::arg("entry", entry), fmt::arg("node", node.name()),
+                                             fmt::arg("port", port), fmt::arg("benchmarks", k_quick_benchmarks));
+  // Tag -> GPUs its processes held, and the most servers holding GPUs at once.
+  std::map<std::string, std::set<int>> gpus_of;
+  std::size_t most = 0;
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      std::set<std::string> tags;
+      for (const auto& app : specctl::sim::live_app_entries(node.gpu_dir())) {
+        if (auto tag = specctl::test::tag_of(app.pid); !tag.empty()) {
+          gpus_of[tag].insert(app.gpu);
+          tags.insert(tag);
+        }
+      }
+      most = std::max(most, tags.size());
+      std::this_thread::sleep_for(k_watch_interval);
+    }
+  });
+  int code = sweep.run();
+  done = true;
+  watcher.join();
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  CHECK(most == 2);
+  std::set<int> slots_used;
+  for (const auto& name : {"a", "b", "c", "d"}) {
+    check_ok_variant(sweep.out(), name);
+    auto result = read_json(sweep.out() / "variants" / name / "result.json");
+    INFO("variant " << name << ": " << result["slot"].dump());
+    int index = result["slot"]["index"].get<int>();
+    slots_used.insert(index);
+    std::set<int> slot_gpus = index == 0 ? std::set<int>{0, 1} : std::set<int>{2, 3};
+    CHECK(result.value("host", "") == fmt::format("{}#{}", node.name(), index));
+    CHECK(result["slot"]["port"] == port + index);
+    // The server was launched with the slot's port and GPUs.
+    auto launched = read_json(sweep.out() / "provenance.json")["variants"][name];
+    CHECK(launched["command"].get<std::string>().find(fmt::format("--port {}", port + index)) != std::string::npos);
+    CHECK(launched["env"]["CUDA_VISIBLE_DEVICES"] == (index == 0 ? "0,1" : "2,3"));
+    // The server's workers held exactly its slot's GPUs.
+    CHECK(gpus_of[result.value("tag", "")] == slot_gpus);
+    CHECK(result["flags"].dump().find("GPU slot") != std::string::npos);
+  }
+  CHECK(slots_used == std::set<int>{0, 1});
+  auto report = st::read_file(sweep.out() / "report.md");
+  CHECK(report.find("## Flags") != std::string::npos);
+  CHECK(report.find("may include their interference") != std::string::npos);
+  CHECK(sweep.leftovers() == "");
+}

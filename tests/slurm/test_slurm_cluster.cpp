@@ -32,7 +32,7 @@ constexpr auto k_job_timeout = std::chrono::seconds{60};
 // Slurm checks time limits every 30 s, so a 1-minute limit ends a job after
 // 60 to 90 s, plus KillWait.
 constexpr auto k_time_limit_timeout = std::chrono::seconds{180};
-// A cancelled job's processes get SIGTERM at once and SIGKILL KillWait (2 s) later.
+// A cancelled job's processes get SIGTERM at once and SIGKILL KillWait (10 s) later.
 constexpr auto k_cancel_timeout = std::chrono::seconds{30};
 constexpr auto k_poll_interval = std::chrono::milliseconds{250};
 

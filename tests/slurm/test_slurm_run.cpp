@@ -39,7 +39,7 @@ constexpr std::chrono::seconds k_signal_exit_timeout{90};
 // in, plus KillWait.
 constexpr std::chrono::seconds k_time_limit_sweep_timeout{240};
 constexpr std::chrono::milliseconds k_watch_interval{100};
-// How long the cluster's processes get to go after a job ends (KillWait is 2 s).
+// How long the cluster's processes get to go after a job ends (KillWait is 10 s).
 constexpr std::chrono::seconds k_drain_timeout{30};
 
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}

@@ -308,7 +308,9 @@ void SlurmCluster::write_config() {
        // A node that was DOWN comes back as soon as its slurmd registers.
        << "ReturnToService=2\n"
        // Seconds between SIGTERM and SIGKILL when a job is cancelled or times out.
-       << "KillWait=2\n"
+       // Long enough for `specctl job` to tear its server down at SIGTERM on a loaded
+       // machine (a sanitizer build included) before the SIGKILL.
+       << "KillWait=10\n"
        << "InactiveLimit=0\n"
        // Finished jobs stay visible to scontrol for five minutes.
        << "MinJobAge=300\n";

@@ -47,6 +47,7 @@ TEST_CASE("plan output matches the golden files") {
            {"experiments/eagle3-steps.yaml", "tests/data/plan/eagle3-steps.txt"},
            {"examples/quickstart.yaml", "tests/data/plan/quickstart.txt"},
            {"examples/slurm.yaml", "tests/data/plan/slurm.txt"},
+           {"examples/slots.yaml", "tests/data/plan/slots.txt"},
            {"tests/data/good/layers.yaml", "tests/data/plan/layers.txt"}}) {
     auto e = load_ok(experiment);
     auto plan = make_plan(e, options);

@@ -68,6 +68,9 @@ struct HostSpec {
   std::optional<std::string> state_dir;
   // Pool only: the hosts (local or SSH) it schedules across, in order.
   std::vector<std::string> members;
+  // Local and SSH only: disjoint sets of GPU indices, each running a variant of
+  // its own at the same time ("node1#0", "node1#1", ... to the scheduler).
+  std::vector<std::vector<int>> slots;
   // Slurm only.
   SlurmSpec slurm;
   util::Location where;
@@ -175,8 +178,24 @@ struct Experiment {
   const BenchmarkSpec* find_benchmark(const std::string& name) const;
 };
 
-// The machines a variant may run on: its host, or every member of its pool.
+// The machines a variant may run on: its host, or every member of its pool;
+// a host split into GPU slots stands for its slots ("node1#0", "node1#1").
 std::vector<std::string> hosts_for(const Experiment& experiment, const Variant& variant);
+
+// A slot of a host split into GPU slots: "node1#1" is slot 1 of node1.
+struct Slot {
+  std::string host;
+  int index = 0;
+  int count = 0;
+  std::vector<int> gpus;
+};
+std::optional<Slot> slot_of(const Experiment& experiment, const std::string& node);
+
+// The host a scheduler node names: the host itself, or the host of a slot; nullptr when none.
+const HostSpec* machine_of(const Experiment& experiment, const std::string& node);
+
+// "node1#1".
+std::string slot_name(const std::string& host, int index);
 
 // Metrics a benchmark of this kind produces, for checking expectations.
 std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark);

@@ -83,6 +83,9 @@ struct VariantRow {
   std::optional<double> duration_s;
   // Mean accept length the server reported over all benchmarks (EAGLE variants).
   std::optional<double> accept_length;
+  // What the run found doubtful about its figures: speculation that did
+  // nothing, a GPU slot that shared its host with other variants.
+  std::vector<std::string> flags;
 };
 
 struct SingleStreamRow {
