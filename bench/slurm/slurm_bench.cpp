@@ -7,6 +7,7 @@
 
 #include "../../tests/support/slurm_cluster.hpp"
 #include "../../tests/support/temp_dir.hpp"
+#include "../sweep_bench.hpp"
 
 #include <specctl/sim/gpu_state.hpp>
 
@@ -27,36 +28,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace test = specctl::test;
+using namespace specctl::bench_support;
 
 constexpr auto k_sweep_timeout = std::chrono::minutes{5};
-constexpr double k_target_ratio = 0.60;
-constexpr int k_default_reps = 3;
 
-struct Options {
-  int reps = k_default_reps;
-  std::string specctl = SPECCTL_BINARY;
-  std::string fake_gpu_bin = SPECSIM_FAKE_GPU_BIN;
-  std::string load = "20s";
-  int speed = 10;
-  int requests = 16;
-  int max_tokens = 128;
-};
-
-std::vector<int> distinct_free_ports(std::size_t count) {
-  std::set<int> ports;
-  while (ports.size() < count) {
-    ports.insert(test::detail::free_port());
-  }
-  return {ports.begin(), ports.end()};
-}
-
-std::string experiment(const Options& options, const std::filesystem::path& gpus_root) {
-  std::string variants;
-  const std::vector<std::string> names = {"baseline", "eagle3-steps2", "eagle3-steps3", "ngram"};
-  auto ports = distinct_free_ports(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    variants += fmt::format("  - {{name: {}, port: {}}}\n", names[i], ports[i]);
-  }
+std::string experiment(const SweepOptions& options, const std::filesystem::path& gpus_root) {
+  std::string variants = four_variants();
   return fmt::format(R"(name: slurm-bench
 hosts:
   cluster:
@@ -114,7 +91,7 @@ double queue_time(const std::filesystem::path& out) {
 }
 
 // A cluster of `nodes`, one sweep on it, the cluster stopped; the sweep's wall time.
-Timing sweep(const Options& options, const std::filesystem::path& dir, int nodes, int rep) {
+Timing sweep(const SweepOptions& options, const std::filesystem::path& dir, int nodes, int rep) {
   auto root = dir / fmt::format("{}-nodes-{}", nodes, rep);
   std::filesystem::create_directories(root / "cluster");
   for (int n = 1; n <= nodes; ++n) {
@@ -148,47 +125,12 @@ Timing sweep(const Options& options, const std::filesystem::path& dir, int nodes
   return timing;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-int usage(const char* self) {
-  std::fprintf(stderr,
-               "usage: %s [--reps N] [--load DURATION] [--speed X] [--requests N] [--max-tokens N]\n"
-               "          [--specctl PATH] [--fake-gpu-bin DIR]\n",
-               self);
-  return 2;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i + 1 >= argc) {
-      return usage(argv[0]);
-    }
-    std::string value = argv[++i];
-    if (arg == "--reps") {
-      options.reps = std::max(1, std::atoi(value.c_str()));
-    } else if (arg == "--load") {
-      options.load = value;
-    } else if (arg == "--speed") {
-      options.speed = std::max(1, std::atoi(value.c_str()));
-    } else if (arg == "--requests") {
-      options.requests = std::max(1, std::atoi(value.c_str()));
-    } else if (arg == "--max-tokens") {
-      options.max_tokens = std::max(1, std::atoi(value.c_str()));
-    } else if (arg == "--specctl") {
-      options.specctl = value;
-    } else if (arg == "--fake-gpu-bin") {
-      options.fake_gpu_bin = value;
-    } else {
-      return usage(argv[0]);
-    }
+  SweepOptions options;
+  if (!parse_options(argc, argv, options)) {
+    return 2;
   }
   if (auto why = test::SlurmCluster::unavailable()) {
     std::fprintf(stderr, "%s\n", why->c_str());
