@@ -289,6 +289,13 @@ private:
                                                        : fmt::format("queued as job {} ({})", job.id, job.reason));
       return;
     }
+    if (job.restarts != m_restarts) {
+      // Requeued: the job starts its variant over, with a new journal.
+      m_restarts = job.restarts;
+      m_journal_offset = 0;
+      m_job_phase.clear();
+      m_running = false;
+    }
     if (!m_running && job.state == "RUNNING") {
       m_running = true;
       m_c.journal.record("slurm_running", {{"variant", m_variant.name}, {"job_id", job.id}, {"node", job.nodes}});
@@ -468,6 +475,7 @@ private:
   std::string m_job_dir;
   std::optional<remote::JobInfo> m_job;
   bool m_running = false;
+  int m_restarts = 0;
   std::uint64_t m_journal_offset = 0;
   std::string m_job_phase;
 };

@@ -453,3 +453,70 @@ TEST_CASE("through an SSH login node: sbatch, scontrol and the jobs' files all g
   CHECK(std::filesystem::exists(work / "slurm-out" / "experiment.yaml"));
   CHECK(sweep.drained());
 }
+
+TEST_CASE("a job someone else cancels fails its variant with that reason, and the sweep goes on") {
+  SlurmSweep sweep;
+  if (!sweep.start()) {
+    return;
+  }
+  sweep.write({"a", "b"}, "2s", 10, 3, "", "30m");
+  // Variant a loads for ten minutes: long enough to be cancelled by hand.
+  auto text = st::read_file(sweep.file());
+  text.replace(text.find("{name: a, "), 10, "{name: a, knobs: {sim_load_time: 10m, sim_speed: 1}, ");
+  std::ofstream(sweep.file()) << text;
+  auto specctl = sweep.start_run({});
+  std::string job_a;
+  bool running = st::wait_until(
+      [&] {
+        for (const auto& e : events(sweep.out(), "slurm_running")) {
+          if (e.value("variant", "") == "a") {
+            job_a = e.value("job_id", "");
+          }
+        }
+        return !job_a.empty();
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(k_phase_timeout));
+  INFO(sweep.output());
+  REQUIRE(running);
+  auto cancelled = sweep.cluster().run("scancel " + job_a);
+  REQUIRE(cancelled.exit_code == 0);
+  auto code = specctl->wait_exit_code(k_sweep_timeout);
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  auto a = read_json(sweep.out() / "variants" / "a" / "result.json");
+  CHECK(a["status"] == "failed");
+  CHECK(a["slurm"]["state"] == "CANCELLED");
+  CHECK(a.value("reason", "").find("cancelled outside specctl") != std::string::npos);
+  check_ok_variant(sweep.out(), "b");
+  // A cancellation is somebody's decision: not retried.
+  CHECK(events(sweep.out(), "slurm_submitted").size() == 2);
+  CHECK(sweep.drained());
+}
+
+TEST_CASE("a requeued job starts its variant over and is followed to its end") {
+  SlurmSweep sweep;
+  if (!sweep.start()) {
+    return;
+  }
+  sweep.write({"a"}, "4s", 10, 3);
+  auto specctl = sweep.start_run({});
+  bool running = st::wait_until([&] { return events(sweep.out(), "slurm_running").size() == 1; },
+                                std::chrono::duration_cast<std::chrono::milliseconds>(k_phase_timeout));
+  INFO(sweep.output());
+  REQUIRE(running);
+  auto id = events(sweep.out(), "slurm_running").front().value("job_id", "");
+  // What a preemption with PreemptMode=REQUEUE does: the job goes back to the queue.
+  auto requeued = sweep.cluster().run("scontrol requeue " + id);
+  INFO(requeued.output);
+  REQUIRE(requeued.exit_code == 0);
+  auto code = specctl->wait_exit_code(k_sweep_timeout);
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  check_ok_variant(sweep.out(), "a");
+  auto result = read_json(sweep.out() / "variants" / "a" / "result.json");
+  CHECK(result["slurm"]["restarts"] == 1);
+  // Slurm ran it again; specctl did not submit it again.
+  CHECK(events(sweep.out(), "slurm_submitted").size() == 1);
+  CHECK(events(sweep.out(), "slurm_running").size() == 2);
+  CHECK(sweep.drained());
+}
