@@ -520,3 +520,22 @@ TEST_CASE("a requeued job starts its variant over and is followed to its end") {
   CHECK(events(sweep.out(), "slurm_running").size() == 2);
   CHECK(sweep.drained());
 }
+
+TEST_CASE("a job whose payload cannot start fails with Slurm's exit code and the job's last output") {
+  SlurmSweep sweep;
+  if (!sweep.start()) {
+    return;
+  }
+  sweep.write({"a"}, "2s", 10, 1, "      specctl: /nonexistent/bin/specctl\n");
+  int code = sweep.run();
+  INFO(sweep.output());
+  CHECK(code == 1);
+  auto result = read_json(sweep.out() / "variants" / "a" / "result.json");
+  CHECK(result["status"] == "failed");
+  CHECK(result["slurm"]["state"] == "FAILED");
+  auto reason = result.value("reason", "");
+  CHECK(reason.find("without a result") != std::string::npos);
+  CHECK(reason.find("exit code 127") != std::string::npos);
+  CHECK(reason.find("/nonexistent/bin/specctl") != std::string::npos);
+  CHECK(sweep.output().find("without a result") != std::string::npos);
+}
