@@ -295,6 +295,25 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
                                                tp->second.value.get<std::int64_t>(),
                                                tp->second.value.get<std::int64_t>(), config.gpus->size()));
     }
+    // Each slot the variant may land in must hold its tensor-parallel ranks.
+    auto host = ctx.hosts->find(config.host);
+    if (tp != config.knobs.end() && tp->second.value.is_number_integer() && host != ctx.hosts->end()) {
+      std::vector<const HostSpec*> machines = {&host->second};
+      for (const auto& member : host->second.members) {
+        if (auto it = ctx.hosts->find(member); it != ctx.hosts->end()) {
+          machines.push_back(&it->second);
+        }
+      }
+      auto want = tp->second.value.get<std::int64_t>();
+      for (const auto* machine : machines) {
+        for (std::size_t k = 0; k < machine->slots.size(); ++k) {
+          if (want > static_cast<std::int64_t>(machine->slots[k].size())) {
+            diag.error(tp->second.where, fmt::format("{}: tp {} needs {} GPUs, but slot {} of {} has {}", owner, want,
+                                                     want, k, machine->name, machine->slots[k].size()));
+          }
+        }
+      }
+    }
   }
   return config;
 }

@@ -144,7 +144,8 @@ private:
 class SlurmLogins {
 public:
   explicit SlurmLogins(HostPool& pool) : m_pool(pool) {}
-  // The login host of the slurm host `name` ("" for this machine).
+  // The host that runs a cluster's Slurm commands: the experiment's host
+  // `login_name`, or this machine for "".
   remote::Host& login(const std::string& login_name);
 
 private:

@@ -184,9 +184,11 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
   std::vector<std::string> lines;
   for (const auto& [host, names] : by_host) {
     auto spec = experiment.hosts.find(host);
-    bool pool = spec != experiment.hosts.end() && (spec->second.kind == experiment::HostKind::pool ||
-                                                   spec->second.kind == experiment::HostKind::slurm);
-    lines.push_back(fmt::format("on {}{}: {}", host, pool ? " (" + spec->second.describe() + ")" : "",
+    // Where a variant may land is worth a word: a pool's members, a cluster, GPU slots.
+    bool spread = spec != experiment.hosts.end() &&
+                  (spec->second.kind == experiment::HostKind::pool ||
+                   spec->second.kind == experiment::HostKind::slurm || !spec->second.slots.empty());
+    lines.push_back(fmt::format("on {}{}: {}", host, spread ? " (" + spec->second.describe() + ")" : "",
                                 util::join(names, ", ")));
   }
   for (const auto& b : experiment.benchmarks) {

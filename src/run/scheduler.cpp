@@ -54,7 +54,7 @@ public:
   SweepCounts run() {
     std::vector<std::thread> workers;
     for (const auto& node : m_order) {
-      for (int k = 0; k < slots(node); ++k) {
+      for (int k = 0; k < workers_for(node); ++k) {
         workers.emplace_back([this, node] { work(node); });
       }
     }
@@ -65,9 +65,9 @@ public:
   }
 
 private:
-  // How many variants a host runs at once: one per machine; a Slurm cluster
-  // as many jobs as its max_jobs allows (all of them by default).
-  int slots(const std::string& node) const {
+  // How many variants a scheduler node runs at once: one per machine or GPU
+  // slot; a Slurm cluster as many jobs as its max_jobs allows (all by default).
+  int workers_for(const std::string& node) const {
     auto it = m_c.experiment.hosts.find(node);
     if (it == m_c.experiment.hosts.end() || it->second.kind != experiment::HostKind::slurm) {
       return 1;

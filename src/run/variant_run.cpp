@@ -253,7 +253,7 @@ private:
 
   void execute() {
     begin("connect");
-    if (m_node != m_config.host) {
+    if (!m_config.host.empty() && m_node != m_config.host) {
       m_s.display.message(m_variant.name, Severity::info, fmt::format("on {} ({})", m_node, m_config.host));
     }
     m_host = must(m_s.pool.get(m_result["host"].get<std::string>()), "connect");
