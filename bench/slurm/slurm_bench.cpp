@@ -102,9 +102,9 @@ Timing sweep(const SweepOptions& options, const std::filesystem::path& dir, int 
     test::SlurmCluster cluster(root / "cluster", {.nodes = nodes});
     std::ofstream(root / "sweep.yaml") << experiment(options, root);
     auto started = Clock::now();
-    auto result = test::run_program({options.specctl, "run", (root / "sweep.yaml").string(), "--out",
-                                     (root / "out").string(), "--quiet"},
-                                    root, cluster.env(), k_sweep_timeout);
+    auto result = test::run_program(
+        {options.specctl, "run", (root / "sweep.yaml").string(), "--out", (root / "out").string(), "--quiet"}, root,
+        cluster.env(), k_sweep_timeout);
     timing.seconds = std::chrono::duration<double>(Clock::now() - started).count();
     timing.ok = result.exit_code == 0;
     timing.queued = queue_time(root / "out");

@@ -15,8 +15,8 @@ namespace {
 // Slurm's final states (squeue(1), JOB STATE CODES). REQUEUED, SUSPENDED and
 // the like are not final: the job runs again by itself.
 constexpr std::array<std::string_view, 10> k_finished_states = {
-    "COMPLETED", "FAILED",    "TIMEOUT",       "CANCELLED",  "PREEMPTED",
-    "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",   "SPECIAL_EXIT"};
+    "COMPLETED", "FAILED",    "TIMEOUT",       "CANCELLED", "PREEMPTED",
+    "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",  "SPECIAL_EXIT"};
 
 std::string trimmed(std::string_view text) {
   auto begin = text.find_first_not_of(" \t\r\n");

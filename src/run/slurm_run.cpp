@@ -128,8 +128,9 @@ public:
       if (adopt) {
         m_job_id = adopt->job_id;
         m_job_dir = adopt->job_dir;
-        m_c.journal.record("slurm_adopted", {{"variant", m_variant.name}, {"job_id", m_job_id},
-                                             {"attempt", m_attempt}, {"job_dir", m_job_dir}});
+        m_c.journal.record(
+            "slurm_adopted",
+            {{"variant", m_variant.name}, {"job_id", m_job_id}, {"attempt", m_attempt}, {"job_dir", m_job_dir}});
         message(Severity::info, fmt::format("following Slurm job {}, which the interrupted run submitted", m_job_id));
       } else {
         submit();
@@ -190,13 +191,14 @@ private:
     m_job_dir = fmt::format("{}/{}/attempt-{}", root, m_variant.name, m_attempt);
     auto file = experiment_for_job(root);
     std::string script = "#!/bin/bash\n";
-    script += fmt::format("# specctl: variant {} of experiment {}, attempt {}\n", m_variant.name,
-                          m_c.experiment.name, m_attempt);
+    script += fmt::format("# specctl: variant {} of experiment {}, attempt {}\n", m_variant.name, m_c.experiment.name,
+                          m_attempt);
     for (const auto& line : m_slurm.setup) {
       script += line + "\n";
     }
-    script += "exec " + util::shell_join({specctl_path(), "job", file, "--variant", m_variant.name, "--dir", m_job_dir,
-                                          "--hash", m_c.experiment.content_hash}) +
+    script += "exec " +
+              util::shell_join({specctl_path(), "job", file, "--variant", m_variant.name, "--dir", m_job_dir, "--hash",
+                                m_c.experiment.content_hash}) +
               "\n";
     if (auto written = write_remote(m_login, m_job_dir + "/job.sh", script); !written) {
       throw written.error();
@@ -339,9 +341,10 @@ private:
       m_result["host"] = m_host.name;
       m_result["attempt"] = m_attempt;
     }
-    ordered info = {{"job_id", job.id},          {"state", job.state},        {"reason", job.reason},
-                    {"exit_code", job.exit_code}, {"node", job.nodes},         {"run_time", job.run_time},
-                    {"time_limit", job.time_limit}, {"restarts", job.restarts}, {"job_dir", m_job_dir}};
+    ordered info = {
+        {"job_id", job.id},    {"state", job.state},       {"reason", job.reason},         {"exit_code", job.exit_code},
+        {"node", job.nodes},   {"run_time", job.run_time}, {"time_limit", job.time_limit}, {"restarts", job.restarts},
+        {"job_dir", m_job_dir}};
     if (auto allocation = read_remote_json(m_login, m_job_dir + "/allocation.json")) {
       info["allocation"] = *allocation;
     }
@@ -362,7 +365,7 @@ private:
     }
     if (job.state == "PREEMPTED" || job.state == "NODE_FAIL" || job.state == "BOOT_FAIL") {
       transient = retried_on(m_slurm, job.state);
-      std::string what = job.state == "PREEMPTED" ? "was preempted"
+      std::string what = job.state == "PREEMPTED"   ? "was preempted"
                          : job.state == "NODE_FAIL" ? "lost its node"
                                                     : "could not boot its node";
       fail("slurm", Error(fmt::format("job {} {}{}", job.id, what, where)));
@@ -373,9 +376,9 @@ private:
       return;
     }
     if (job.state == "OUT_OF_MEMORY" || job.state == "DEADLINE") {
-      fail("slurm", Error(fmt::format("job {} ended {}{}", job.id,
-                                      job.state == "DEADLINE" ? "at its deadline" : "out of memory (host RAM: --mem)",
-                                      where)));
+      fail("slurm",
+           Error(fmt::format("job {} ended {}{}", job.id,
+                             job.state == "DEADLINE" ? "at its deadline" : "out of memory (host RAM: --mem)", where)));
       return;
     }
     // COMPLETED, FAILED, or a job Slurm forgot: the payload's own verdict.
@@ -410,8 +413,8 @@ private:
       std::istringstream names(listed->out);
       for (std::string name; std::getline(names, name);) {
         if (name == "server.log" || (name.starts_with("requests-") && name.ends_with(".jsonl"))) {
-          auto copied = remote::copy_back(m_login, from + "/" + name,
-                                          (m_c.paths.variant_dir(m_variant.name) / name).string());
+          auto copied =
+              remote::copy_back(m_login, from + "/" + name, (m_c.paths.variant_dir(m_variant.name) / name).string());
           if (!copied) {
             warn(fmt::format("could not copy {} back from the job: {}", name, copied.error().what()));
           }
@@ -444,10 +447,10 @@ private:
 
   void fail(const std::string& phase, const Error& error) {
     bool interrupted = error.kind() == ErrorKind::interrupted;
-    std::string kind = interrupted             ? "interrupted"
-                       : error.timed_out()     ? "timed_out"
-                       : error.unreachable()   ? "unreachable"
-                                               : "failed";
+    std::string kind = interrupted           ? "interrupted"
+                       : error.timed_out()   ? "timed_out"
+                       : error.unreachable() ? "unreachable"
+                                             : "failed";
     std::string text = error.what();
     m_result["status"] = interrupted ? "interrupted" : "failed";
     m_result["reason"] = fmt::format("{}: {}", phase, text.substr(0, text.find('\n')));

@@ -161,8 +161,8 @@ variants:
 )",
         fmt::arg("gpus", gpus), fmt::arg("root", m_dir.path().string()), fmt::arg("fake_gpu", SPECSIM_FAKE_GPU_BIN),
         fmt::arg("extra", slurm_extra), fmt::arg("load", load), fmt::arg("speed", speed),
-        fmt::arg("health", health_timeout), fmt::arg("variants", variants),
-        fmt::arg("benchmarks", k_quick_benchmarks), fmt::arg("more_hosts", more_hosts));
+        fmt::arg("health", health_timeout), fmt::arg("variants", variants), fmt::arg("benchmarks", k_quick_benchmarks),
+        fmt::arg("more_hosts", more_hosts));
   }
 
   // With Reach::login_node_only the coordinator itself cannot reach the
@@ -435,8 +435,8 @@ TEST_CASE("through an SSH login node: sbatch, scontrol and the jobs' files all g
   std::string login_host =
       fmt::format("  login1: {{ssh: \"{}@{}:{}\", identity: \"{}\", known_hosts: \"{}\"}}\n", login.user(),
                   login.address(), login.port(), login.user_key().string(), login.known_hosts().string());
-  std::string slurm_lines =
-      fmt::format("      login: login1\n      work_dir: \"{}\"\n      specctl: \"{}\"\n", work.string(), SPECCTL_BINARY);
+  std::string slurm_lines = fmt::format("      login: login1\n      work_dir: \"{}\"\n      specctl: \"{}\"\n",
+                                        work.string(), SPECCTL_BINARY);
   sweep.write({"a", "b"}, "2s", 10, 3, slurm_lines, "2m", login_host);
   int code = sweep.run({}, SlurmSweep::Reach::login_node_only);
   INFO(sweep.output());

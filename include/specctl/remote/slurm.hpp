@@ -24,10 +24,10 @@ namespace specctl::remote {
 inline constexpr util::Duration k_slurm_command_timeout = std::chrono::seconds{60};
 
 struct SbatchRequest {
-  std::string script;     // the batch script's path, as the login node sees it
+  std::string script; // the batch script's path, as the login node sees it
   std::string job_name;
-  std::string output;     // --output (may hold %j)
-  std::string workdir;    // --chdir
+  std::string output;  // --output (may hold %j)
+  std::string workdir; // --chdir
   std::optional<std::string> partition;
   std::optional<std::string> account;
   std::optional<int> gpus; // --gres=gpu:N
