@@ -54,6 +54,9 @@ std::string sbatch_command(const SbatchRequest& request) {
   if (request.time_limit) {
     argv.push_back("--time=" + slurm_time(*request.time_limit));
   }
+  if (request.comment) {
+    argv.push_back("--comment=" + *request.comment);
+  }
   argv.insert(argv.end(), request.extra_args.begin(), request.extra_args.end());
   argv.push_back(request.script);
   return util::shell_join(argv);
@@ -181,6 +184,33 @@ std::expected<void, Error> SlurmClient::cancel(const std::string& job_id) {
                                              ran->exit_code, first_line(ran->err + ran->out))));
   }
   return {};
+}
+
+std::expected<std::vector<std::pair<std::string, std::string>>, Error>
+SlurmClient::jobs_named(const std::string& job_name) {
+  auto ran =
+      m_host.exec(util::shell_join({"squeue", "--noheader", "--states=all", "--name=" + job_name, "--format=%i|%k"}),
+                  k_slurm_command_timeout);
+  if (!ran) {
+    return std::unexpected(ran.error());
+  }
+  if (ran->exit_code != 0 || ran->timed_out) {
+    return std::unexpected(Error(fmt::format("{}: squeue --name={} failed (exit code {}): {}", m_host.describe(),
+                                             job_name, ran->exit_code, first_line(ran->err + ran->out))));
+  }
+  std::vector<std::pair<std::string, std::string>> jobs;
+  std::size_t at = 0;
+  const std::string& out = ran->out;
+  while (at < out.size()) {
+    auto end = out.find('\n', at);
+    auto line = trimmed(std::string_view(out).substr(at, end == std::string::npos ? std::string::npos : end - at));
+    at = end == std::string::npos ? out.size() : end + 1;
+    auto bar = line.find('|');
+    if (bar != std::string::npos) {
+      jobs.emplace_back(line.substr(0, bar), line.substr(bar + 1));
+    }
+  }
+  return jobs;
 }
 
 } // namespace specctl::remote

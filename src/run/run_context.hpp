@@ -21,6 +21,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace specctl::run::detail {
@@ -165,6 +166,10 @@ struct VariantContext {
   HostPool& pool;
   Provenance& provenance;
   SlurmLogins& slurm;
+  // Resuming: every Slurm job the earlier run's journal names. A job of this
+  // run that Slurm knows and the journal does not was submitted just before
+  // the run was killed.
+  const std::set<std::string>* journaled_jobs = nullptr;
 };
 
 // A Slurm job an earlier, killed run submitted and never saw finish: a resumed
@@ -191,6 +196,8 @@ nlohmann::ordered_json run_slurm_variant(const VariantContext& context, const ex
 // The jobs of Slurm hosts that `entries` (an earlier run's journal) submitted
 // and never recorded an end for, by variant.
 std::map<std::string, Adoption> unfinished_slurm_jobs(const std::vector<nlohmann::json>& entries);
+// Every job id the journal names.
+std::set<std::string> journaled_slurm_jobs(const std::vector<nlohmann::json>& entries);
 
 // A variant to run and its 1-based position in the sweep.
 struct Job {

@@ -294,7 +294,9 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
                                 outcome.variants, plan_lines(experiment, plan, selected)});
 
   detail::SlurmLogins logins(pool);
-  detail::VariantContext shared{experiment, options, paths, journal, display, pool, provenance, logins};
+  auto journaled = detail::journaled_slurm_jobs(earlier_entries);
+  detail::VariantContext shared{experiment, options, paths,  journal,
+                                display,    pool,    provenance, logins, options.resume ? &journaled : nullptr};
   auto adoptable = options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
   int total = static_cast<int>(selected.size());
   std::vector<detail::Job> jobs;

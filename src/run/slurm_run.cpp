@@ -13,6 +13,7 @@
 #include <specctl/remote/local_host.hpp>
 #include <specctl/remote/slurm.hpp>
 #include <specctl/report/results.hpp>
+#include <specctl/util/hash.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -132,7 +133,7 @@ public:
             "slurm_adopted",
             {{"variant", m_variant.name}, {"job_id", m_job_id}, {"attempt", m_attempt}, {"job_dir", m_job_dir}});
         message(Severity::info, fmt::format("following Slurm job {}, which the interrupted run submitted", m_job_id));
-      } else {
+      } else if (!adopt_unrecorded()) {
         submit();
       }
       follow();
@@ -184,6 +185,61 @@ private:
     return copy;
   }
 
+  std::string job_name() const { return fmt::format("specctl-{}-{}", m_c.experiment.name, m_variant.name); }
+
+  // "specctl:<run>:<attempt>": which run and attempt a job belongs to, whatever its journal says.
+  std::string comment_prefix() const {
+    return fmt::format("specctl:{}:",
+                       util::fingerprint(std::filesystem::absolute(m_c.options.out_dir).lexically_normal().string()));
+  }
+
+  // A resumed run asks Slurm for this run's jobs of the variant that the
+  // journal never recorded (the run was killed between sbatch and the
+  // journal's fsync) and follows the newest instead of submitting again.
+  bool adopt_unrecorded() {
+    if (m_c.journaled_jobs == nullptr) {
+      return false;
+    }
+    auto jobs = m_client.jobs_named(job_name());
+    if (!jobs) {
+      message(Severity::warning,
+              fmt::format("cannot ask Slurm for jobs this run may have left: {}", jobs.error().what()));
+      return false;
+    }
+    auto prefix = comment_prefix();
+    std::optional<std::pair<long, int>> newest;
+    for (const auto& [id, comment] : *jobs) {
+      if (!comment.starts_with(prefix) || m_c.journaled_jobs->contains(id)) {
+        continue;
+      }
+      try {
+        long number = std::stol(id);
+        int attempt = std::stoi(comment.substr(prefix.size()));
+        if (!newest || number > newest->first) {
+          newest = std::pair{number, attempt};
+        }
+      } catch (const std::exception&) {
+        continue;
+      }
+    }
+    if (!newest) {
+      return false;
+    }
+    m_job_id = std::to_string(newest->first);
+    m_attempt = newest->second;
+    m_result["attempt"] = m_attempt;
+    m_job_dir = fmt::format("{}/{}/attempt-{}", job_root(m_c, m_slurm), m_variant.name, m_attempt);
+    m_c.journal.record("slurm_adopted", {{"variant", m_variant.name},
+                                         {"job_id", m_job_id},
+                                         {"attempt", m_attempt},
+                                         {"job_dir", m_job_dir},
+                                         {"unrecorded", true}});
+    message(Severity::info, fmt::format("following Slurm job {}, which the interrupted run submitted but never "
+                                        "recorded",
+                                        m_job_id));
+    return true;
+  }
+
   void submit() {
     m_phase = "submit";
     phase("submit");
@@ -205,7 +261,8 @@ private:
     }
     remote::SbatchRequest request;
     request.script = m_job_dir + "/job.sh";
-    request.job_name = fmt::format("specctl-{}-{}", m_c.experiment.name, m_variant.name);
+    request.job_name = job_name();
+    request.comment = comment_prefix() + std::to_string(m_attempt);
     request.output = m_job_dir + "/slurm-%j.out";
     request.workdir = m_job_dir;
     request.partition = m_slurm.partition;
@@ -531,6 +588,16 @@ ordered run_slurm_variant(const VariantContext& context, const experiment::Plann
                           const experiment::HostSpec& host, int index, int total, int attempt,
                           const std::optional<Adoption>& adopt, bool& transient) {
   return SlurmVariantRun(context, planned, host, index, total, attempt).run(adopt, transient);
+}
+
+std::set<std::string> journaled_slurm_jobs(const std::vector<json>& entries) {
+  std::set<std::string> ids;
+  for (const auto& e : entries) {
+    if (e.value("event", "").starts_with("slurm_") && !e.value("job_id", "").empty()) {
+      ids.insert(e.value("job_id", ""));
+    }
+  }
+  return ids;
 }
 
 std::map<std::string, Adoption> unfinished_slurm_jobs(const std::vector<json>& entries) {

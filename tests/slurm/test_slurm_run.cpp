@@ -546,3 +546,49 @@ TEST_CASE("a job whose payload cannot start fails with Slurm's exit code and the
   CHECK(reason.find("/nonexistent/bin/specctl") != std::string::npos);
   CHECK(sweep.output().find("without a result") != std::string::npos);
 }
+
+TEST_CASE("a job submitted just before kill -9 and never journaled is found with squeue and adopted") {
+  SlurmSweep sweep;
+  if (!sweep.start()) {
+    return;
+  }
+  sweep.write({"a", "b"}, "4s", 10, 3);
+  auto specctl = sweep.start_run({});
+  bool running = st::wait_until(
+      [&] {
+        return events(sweep.out(), "slurm_submitted").size() == 2 && !events(sweep.out(), "slurm_running").empty();
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(k_phase_timeout));
+  INFO(sweep.output());
+  REQUIRE(running);
+  specctl->signal(SIGKILL);
+  REQUIRE(specctl->wait_exit(std::chrono::seconds{10}).has_value());
+  // The kill came between sbatch and the journal's fsync for b: no line of b's job survives.
+  std::string job_b;
+  std::string kept;
+  for (const auto& e : journal(sweep.out())) {
+    if (e.value("variant", "") == "b" && e.value("event", "").starts_with("slurm_")) {
+      job_b = e.value("job_id", job_b);
+      continue;
+    }
+    kept += e.dump() + "\n";
+  }
+  REQUIRE_FALSE(job_b.empty());
+  std::ofstream(sweep.out() / "journal.jsonl", std::ios::trunc) << kept;
+
+  int code = sweep.run({"--resume", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  check_ok_variant(sweep.out(), "a");
+  check_ok_variant(sweep.out(), "b");
+  auto b = read_json(sweep.out() / "variants" / "b" / "result.json");
+  CHECK(b["slurm"]["job_id"] == job_b);
+  bool unrecorded = false;
+  for (const auto& e : events(sweep.out(), "slurm_adopted")) {
+    unrecorded = unrecorded || (e.value("job_id", "") == job_b && e.value("unrecorded", false));
+  }
+  CHECK(unrecorded);
+  // Nothing was submitted again: b's one job is the one that ran.
+  CHECK(events(sweep.out(), "slurm_submitted").size() == 1);
+  CHECK(sweep.drained());
+}

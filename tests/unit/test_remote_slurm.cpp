@@ -96,12 +96,14 @@ TEST_CASE("sbatch's command line survives a real shell") {
   request.account = "team";
   request.gpus = 8;
   request.time_limit = 3h;
-  request.extra_args = {"--exclusive", "--comment=a; b", "--mem=0"};
+  request.extra_args = {"--exclusive", "--qos=a; b", "--mem=0"};
+  request.comment = "specctl:0123abcd:2";
   auto words = specctl::test::run_shell("sbatch() { printf '%s\\0' \"$@\"; }; " + sbatch_command(request));
   CHECK(words == std::vector<std::string>{"--parsable", "--job-name=specctl-x-$(touch /tmp/specctl-pwned)",
                                           "--output=/shared/my runs/slurm-%j.out", "--chdir=/shared/my runs",
                                           "--partition=gpu", "--account=team", "--gres=gpu:8", "--time=0-03:00:00",
-                                          "--exclusive", "--comment=a; b", "--mem=0", "/shared/my runs/a'b/job.sh"});
+                                          "--comment=specctl:0123abcd:2", "--exclusive", "--qos=a; b", "--mem=0",
+                                          "/shared/my runs/a'b/job.sh"});
   SUBCASE("what the experiment leaves out is not passed") {
     SbatchRequest bare;
     bare.script = "job.sh";

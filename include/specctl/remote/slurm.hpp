@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace specctl::remote {
@@ -33,6 +34,8 @@ struct SbatchRequest {
   std::optional<int> gpus; // --gres=gpu:N
   std::optional<util::Duration> time_limit;
   std::vector<std::string> extra_args; // one argv word each
+  // --comment: what lets a resumed run find a job it never recorded.
+  std::optional<std::string> comment;
 };
 
 // "sbatch --parsable --job-name=... ... SCRIPT", every value quoted.
@@ -82,6 +85,9 @@ public:
   // nullopt when Slurm no longer knows the job (purged after MinJobAge).
   std::expected<std::optional<JobInfo>, Error> query(const std::string& job_id);
   std::expected<void, Error> cancel(const std::string& job_id);
+  // The jobs named `job_name` in any state Slurm still remembers
+  // (`squeue --states=all`), as (id, comment) pairs.
+  std::expected<std::vector<std::pair<std::string, std::string>>, Error> jobs_named(const std::string& job_name);
 
   Host& host() { return m_host; }
 
