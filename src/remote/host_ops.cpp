@@ -263,6 +263,24 @@ std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
   return parse_pids(result->out);
 }
 
+std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content) {
+  auto dir = std::filesystem::path(remote_path).parent_path().string();
+  auto temp = remote_path + ".tmp";
+  auto result = run_checked(host,
+                            fmt::format("mkdir -p {} && printf '%s' {} > {} && mv -f {} {}", shell_quote(dir),
+                                        shell_quote(content), shell_quote(temp), shell_quote(temp),
+                                        shell_quote(remote_path)),
+                            "writing a file");
+  if (!result) {
+    return std::unexpected(result.error());
+  }
+  if (result->exit_code != 0) {
+    return std::unexpected(
+        Error(fmt::format("{}: cannot write {}: {}", host.describe(), remote_path, first_line(result->err))));
+  }
+  return {};
+}
+
 std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path) {
   constexpr util::Duration k_copy_timeout = std::chrono::minutes{5};
   auto result = host.exec(fmt::format("cat {}", shell_quote(remote_path)), k_copy_timeout);

@@ -18,19 +18,6 @@ constexpr std::array<std::string_view, 10> k_finished_states = {
     "COMPLETED", "FAILED",    "TIMEOUT",       "CANCELLED", "PREEMPTED",
     "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",  "SPECIAL_EXIT"};
 
-std::string trimmed(std::string_view text) {
-  auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string_view::npos) {
-    return {};
-  }
-  return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
-}
-
-std::string first_line(const std::string& text) {
-  auto line = trimmed(text);
-  return line.substr(0, line.find('\n'));
-}
-
 } // namespace
 
 std::string slurm_time(util::Duration duration) {
@@ -63,10 +50,10 @@ std::string sbatch_command(const SbatchRequest& request) {
 }
 
 std::optional<std::string> parse_parsable(std::string_view output) {
-  auto text = trimmed(output);
+  auto text = util::trim(output);
   // Warnings may come first; the id is the last line.
   if (auto newline = text.rfind('\n'); newline != std::string::npos) {
-    text = trimmed(text.substr(newline + 1));
+    text = util::trim(text.substr(newline + 1));
   }
   auto id = text.substr(0, text.find(';'));
   if (id.empty() || !std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
@@ -141,7 +128,7 @@ std::expected<std::string, Error> SlurmClient::submit(const SbatchRequest& reque
   }
   auto id = ran->exit_code == 0 ? parse_parsable(ran->out) : std::nullopt;
   if (!id) {
-    std::string why = first_line(ran->err.empty() ? ran->out : ran->err);
+    std::string why = util::first_line(ran->err.empty() ? ran->out : ran->err);
     return std::unexpected(Error(fmt::format("{}: sbatch refused the job (exit code {}): {}", m_host.describe(),
                                              ran->exit_code, why.empty() ? "no output" : why)));
   }
@@ -164,12 +151,12 @@ std::expected<std::optional<JobInfo>, Error> SlurmClient::query(const std::strin
       return std::optional<JobInfo>{};
     }
     return std::unexpected(Error(fmt::format("{}: scontrol show job {} failed (exit code {}): {}", m_host.describe(),
-                                             job_id, ran->exit_code, first_line(ran->err + ran->out))));
+                                             job_id, ran->exit_code, util::first_line(ran->err + ran->out))));
   }
-  auto job = parse_scontrol_job(first_line(ran->out));
+  auto job = parse_scontrol_job(util::first_line(ran->out));
   if (!job) {
     return std::unexpected(Error(fmt::format("{}: cannot read scontrol's answer about job {}: \"{}\"",
-                                             m_host.describe(), job_id, first_line(ran->out))));
+                                             m_host.describe(), job_id, util::first_line(ran->out))));
   }
   return job;
 }
@@ -181,7 +168,7 @@ std::expected<void, Error> SlurmClient::cancel(const std::string& job_id) {
   }
   if (ran->exit_code != 0 || ran->timed_out) {
     return std::unexpected(Error(fmt::format("{}: scancel {} failed (exit code {}): {}", m_host.describe(), job_id,
-                                             ran->exit_code, first_line(ran->err + ran->out))));
+                                             ran->exit_code, util::first_line(ran->err + ran->out))));
   }
   return {};
 }
@@ -196,14 +183,14 @@ SlurmClient::jobs_named(const std::string& job_name) {
   }
   if (ran->exit_code != 0 || ran->timed_out) {
     return std::unexpected(Error(fmt::format("{}: squeue --name={} failed (exit code {}): {}", m_host.describe(),
-                                             job_name, ran->exit_code, first_line(ran->err + ran->out))));
+                                             job_name, ran->exit_code, util::first_line(ran->err + ran->out))));
   }
   std::vector<std::pair<std::string, std::string>> jobs;
   std::size_t at = 0;
   const std::string& out = ran->out;
   while (at < out.size()) {
     auto end = out.find('\n', at);
-    auto line = trimmed(std::string_view(out).substr(at, end == std::string::npos ? std::string::npos : end - at));
+    auto line = util::trim(std::string_view(out).substr(at, end == std::string::npos ? std::string::npos : end - at));
     at = end == std::string::npos ? out.size() : end + 1;
     auto bar = line.find('|');
     if (bar != std::string::npos) {

@@ -10,7 +10,6 @@
 #include "run_context.hpp"
 
 #include <specctl/remote/host_ops.hpp>
-#include <specctl/remote/local_host.hpp>
 #include <specctl/remote/slurm.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/util/hash.hpp>
@@ -42,41 +41,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string first_line(const std::string& text) {
-  auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) {
-    return {};
-  }
-  auto line = text.substr(begin);
-  return line.substr(0, line.find('\n'));
-}
-
-std::expected<void, Error> write_remote(remote::Host& host, const std::string& path, const std::string& content) {
-  auto dir = std::filesystem::path(path).parent_path().string();
-  auto tmp = path + ".tmp";
-  auto ran = host.exec(fmt::format("mkdir -p {} && printf '%s' {} > {} && mv -f {} {}", util::shell_quote(dir),
-                                   util::shell_quote(content), util::shell_quote(tmp), util::shell_quote(tmp),
-                                   util::shell_quote(path)));
-  if (!ran) {
-    return std::unexpected(ran.error());
-  }
-  if (ran->exit_code != 0) {
-    return std::unexpected(Error(fmt::format("{}: cannot write {}: {}", host.describe(), path, first_line(ran->err))));
-  }
-  return {};
-}
-
-// The file's content; nullopt when it is not there.
-std::optional<std::string> read_remote(remote::Host& host, const std::string& path) {
-  auto ran = host.exec(fmt::format("test -f {} && cat {}", util::shell_quote(path), util::shell_quote(path)));
-  if (!ran || ran->exit_code != 0) {
-    return std::nullopt;
-  }
-  return ran->out;
-}
-
+// A JSON document the job wrote; nullopt while it is not there (or not whole).
 std::optional<json> read_remote_json(remote::Host& host, const std::string& path) {
-  auto text = read_remote(host, path);
+  auto text = remote::read_file_from(host, path, 0, k_max_read);
   if (!text) {
     return std::nullopt;
   }
@@ -179,7 +146,7 @@ private:
     std::ostringstream text;
     text << in.rdbuf();
     auto copy = root + "/experiment.yaml";
-    if (auto written = write_remote(m_login, copy, text.str()); !written) {
+    if (auto written = remote::put_file(m_login, copy, text.str()); !written) {
       throw written.error();
     }
     return copy;
@@ -256,7 +223,7 @@ private:
               util::shell_join({specctl_path(), "job", file, "--variant", m_variant.name, "--dir", m_job_dir, "--hash",
                                 m_c.experiment.content_hash}) +
               "\n";
-    if (auto written = write_remote(m_login, m_job_dir + "/job.sh", script); !written) {
+    if (auto written = remote::put_file(m_login, m_job_dir + "/job.sh", script); !written) {
       throw written.error();
     }
     remote::SbatchRequest request;
@@ -542,77 +509,10 @@ private:
 
 } // namespace
 
-class SlurmLogins::Serial final : public remote::Host {
-public:
-  Serial(HostPool& pool, std::string name) : m_pool(pool), m_name(std::move(name)) {}
-
-  std::string describe() const override { return m_name.empty() ? "local" : m_name; }
-
-  std::expected<remote::CommandResult, Error> exec(const std::string& command_line, util::Duration timeout) override {
-    std::lock_guard lock(m_mutex);
-    if (m_name.empty()) {
-      return m_local.exec(command_line, timeout);
-    }
-    auto host = m_pool.get(m_name);
-    if (!host) {
-      return std::unexpected(host.error());
-    }
-    auto ran = (*host)->exec(command_line, timeout);
-    if (!ran && ran.error().unreachable()) {
-      m_pool.drop(m_name);
-    }
-    return ran;
-  }
-
-  std::expected<int, Error> open_tunnel(const std::string&, int) override {
-    return std::unexpected(Error("a Slurm login node opens no tunnels", ErrorKind::bad_input));
-  }
-
-private:
-  HostPool& m_pool;
-  std::string m_name;
-  std::mutex m_mutex;
-  remote::LocalHost m_local;
-};
-
-remote::Host& SlurmLogins::login(const std::string& login_name) {
-  std::lock_guard lock(m_mutex);
-  auto& slot = m_hosts[login_name];
-  if (!slot) {
-    slot = std::make_unique<Serial>(m_pool, login_name);
-  }
-  return *slot;
-}
-
 ordered run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
                           const experiment::HostSpec& host, int index, int total, int attempt,
                           const std::optional<Adoption>& adopt, bool& transient) {
   return SlurmVariantRun(context, planned, host, index, total, attempt).run(adopt, transient);
-}
-
-std::set<std::string> journaled_slurm_jobs(const std::vector<json>& entries) {
-  std::set<std::string> ids;
-  for (const auto& e : entries) {
-    if (e.value("event", "").starts_with("slurm_") && !e.value("job_id", "").empty()) {
-      ids.insert(e.value("job_id", ""));
-    }
-  }
-  return ids;
-}
-
-std::map<std::string, Adoption> unfinished_slurm_jobs(const std::vector<json>& entries) {
-  std::map<std::string, Adoption> open;
-  for (const auto& e : entries) {
-    std::string event = e.value("event", "");
-    std::string variant = e.value("variant", "");
-    if (event == "slurm_submitted" || event == "slurm_adopted") {
-      open[variant] = Adoption{e.value("job_id", ""), e.value("job_dir", ""), e.value("attempt", 1)};
-    } else if (event == "slurm_finished" && open.contains(variant) && open[variant].job_id == e.value("job_id", "")) {
-      open.erase(variant);
-    }
-  }
-  std::erase_if(open, [](const auto& item) { return item.second.job_id.empty() || item.second.job_dir.empty(); });
-  return open;
 }
 
 } // namespace specctl::run::detail

@@ -78,14 +78,6 @@ inline void must(std::expected<void, Error> value, const std::string& phase) {
 }
 
 
-std::string trimmed(const std::string& text) {
-  auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) {
-    return {};
-  }
-  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
-}
-
 std::string random_suffix() {
   std::random_device random;
   return fmt::format("{:04x}", random() & 0xffff);
@@ -326,7 +318,7 @@ private:
       auto known = m_s.provenance.engine_version(key);
       if (!known) {
         auto ran = m_host->exec(util::shell_join(tmpl.version_command) + " 2>&1", std::chrono::seconds{60});
-        std::string text = ran && ran->exit_code == 0 ? trimmed(ran->out) : std::string();
+        std::string text = ran && ran->exit_code == 0 ? util::trim(ran->out) : std::string();
         m_s.provenance.set_engine_version(key, text);
         known = text;
       }

@@ -46,6 +46,19 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return best ? fmt::format(" (did you mean \"{}\"?)", *best) : std::string();
 }
 
+std::string trim(std::string_view text) {
+  auto begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) {
+    return {};
+  }
+  return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
+}
+
+std::string first_line(std::string_view text) {
+  auto line = trim(text);
+  return line.substr(0, line.find('\n'));
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

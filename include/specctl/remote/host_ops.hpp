@@ -81,6 +81,10 @@ std::expected<std::string, Error> tag_of(Host& host, int pid);
 // Pids holding a listening TCP socket on `port` (IPv4 or IPv6), from /proc.
 std::expected<std::vector<int>, Error> port_holders(Host& host, int port);
 
+// Writes `content` to a file on the host, creating its folder; atomically (temp
+// file, then rename), so a reader on another machine never sees half of it.
+std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content);
+
 // Copies a file from the host to this machine (atomically: temp file, then rename).
 std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path);
 

@@ -16,6 +16,12 @@ std::optional<std::string> suggest(std::string_view word, const std::vector<std:
 // ` (did you mean "x"?)` or empty: ready to append to a message.
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// Without leading and trailing whitespace (spaces, tabs, CR, LF).
+std::string trim(std::string_view text);
+
+// The first line of the trimmed text: what a one-line error message quotes of a command's output.
+std::string first_line(std::string_view text);
+
 // Joins with a separator.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
