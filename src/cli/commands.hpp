@@ -28,6 +28,7 @@ Action setup_run(CLI::App& command);
 Action setup_report(CLI::App& command);
 Action setup_compare(CLI::App& command);
 Action setup_job(CLI::App& command);
+Action setup_template(CLI::App& command);
 
 // Loads and checks an experiment; prints every problem (file:line:col: message)
 // to stderr. nullopt when there were errors.

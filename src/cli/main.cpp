@@ -15,7 +15,8 @@ namespace {
 constexpr std::array k_commands = {
     CommandSpec{"validate", "Check experiment files without running anything", &setup_validate},
     CommandSpec{"plan", "Show exactly what a run would do: commands, env, cleanup, benchmarks, time", &setup_plan},
-    CommandSpec{"run", "Run the sweep: every variant launched, benchmarked and torn down; results that survive the night",
+    CommandSpec{"run",
+                "Run the sweep: every variant launched, benchmarked and torn down; results that survive the night",
                 &setup_run},
     CommandSpec{"report", "Write the comparison report of a result folder: Markdown, CSV, JSON, HTML, JUnit",
                 &setup_report},
@@ -25,6 +26,8 @@ constexpr std::array k_commands = {
                 &setup_bench},
     CommandSpec{"job", "Run one variant inside a Slurm allocation (the payload of the jobs `specctl run` submits)",
                 &setup_job},
+    CommandSpec{"template", "Check a server template against a real log: what specctl would conclude from it",
+                &setup_template},
 };
 
 constexpr const char* k_footer = R"(Exit codes: 0 ok, 1 a run finished with failures or missed expectations,

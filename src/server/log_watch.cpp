@@ -105,6 +105,34 @@ LineFacts LogMatcher::classify(std::string_view raw) const {
   return facts;
 }
 
+PatternMatches LogMatcher::matches(std::string_view raw) const {
+  PatternMatches out;
+  std::string line = strip_ansi(raw);
+  for (std::size_t i = 0; i < m_ready.size(); ++i) {
+    if (std::regex_search(line, m_ready[i])) {
+      out.ready.push_back(i);
+    }
+  }
+  for (std::size_t i = 0; i < m_fatal.size(); ++i) {
+    if (std::regex_search(line, m_fatal[i])) {
+      out.fatal.push_back(i);
+    }
+  }
+  out.progress = m_progress && std::regex_search(line, *m_progress);
+  for (std::size_t i = 0; i < m_milestones.size(); ++i) {
+    if (std::regex_search(line, m_milestones[i].second)) {
+      out.milestones.push_back(i);
+    }
+  }
+  std::smatch m;
+  for (std::size_t i = 0; i < m_metrics.size(); ++i) {
+    if (std::regex_search(line, m, m_metrics[i].second) && capture_number(m, 1)) {
+      out.metrics.push_back(i);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> LogLines::feed(std::string_view bytes) {
   m_offset += bytes.size();
   std::vector<std::string> lines;

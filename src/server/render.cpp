@@ -4,6 +4,8 @@
 #include <specctl/util/text.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <fmt/format.h>
 
 namespace specctl::server {
@@ -79,7 +81,74 @@ std::string substitute(const std::string& word, const ServerConfig& config, cons
   return out;
 }
 
+// The words a knob renders with, after its `since` rules for the engine version.
+struct Spelling {
+  std::vector<std::string> flag;
+  std::vector<std::string> flag_false;
+};
+
+Spelling spelling_for(const KnobDef& def, const std::optional<std::vector<long>>& version) {
+  Spelling out;
+  if (def.flag) {
+    out.flag = {*def.flag};
+  }
+  if (def.flag_false) {
+    out.flag_false = {*def.flag_false};
+  }
+  if (!version) {
+    return out;
+  }
+  for (const auto& rule : def.since) {
+    if (compare_versions(*version, rule.since_parts) < 0) {
+      break;
+    }
+    if (rule.flag) {
+      out.flag = *rule.flag;
+    }
+    if (rule.flag_false) {
+      out.flag_false = *rule.flag_false;
+    }
+  }
+  return out;
+}
+
 } // namespace
+
+std::optional<std::vector<long>> parse_version(std::string_view text) {
+  if (!text.empty() && (text.front() == 'v' || text.front() == 'V')) {
+    text.remove_prefix(1);
+  }
+  std::vector<long> parts;
+  while (!text.empty() && std::isdigit(static_cast<unsigned char>(text.front())) != 0) {
+    long part = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), part);
+    if (ec != std::errc()) {
+      break;
+    }
+    parts.push_back(part);
+    text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+    // "0.5.10.post1" and "0.11.0rc2" stop at the first part that is not a number.
+    if (text.size() < 2 || text.front() != '.') {
+      break;
+    }
+    text.remove_prefix(1);
+  }
+  if (parts.empty()) {
+    return std::nullopt;
+  }
+  return parts;
+}
+
+int compare_versions(const std::vector<long>& a, const std::vector<long>& b) {
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    long x = i < a.size() ? a[i] : 0;
+    long y = i < b.size() ? b[i] : 0;
+    if (x != y) {
+      return x < y ? -1 : 1;
+    }
+  }
+  return 0;
+}
 
 const std::vector<std::string>& command_placeholders() {
   static const std::vector<std::string> names = {"model", "listen", "port", "specctl_bindir"};
@@ -101,6 +170,18 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
   for (const auto& word : tmpl.command) {
     out.argv.push_back(substitute(word, config, options));
   }
+  std::optional<std::vector<long>> version;
+  // Only a template with `since` rules reads the version (llama-server's is not a dotted number).
+  const bool versioned =
+      std::any_of(tmpl.knobs.begin(), tmpl.knobs.end(), [](const KnobDef& k) { return !k.since.empty(); });
+  if (versioned && options.engine_version && !util::trim(*options.engine_version).empty()) {
+    version = parse_version(util::trim(*options.engine_version));
+    if (!version) {
+      out.warnings.push_back(fmt::format("{} version \"{}\" is not a dotted number: flags use the template's base "
+                                         "spelling",
+                                         tmpl.name, *options.engine_version));
+    }
+  }
   std::vector<std::pair<std::string, nlohmann::ordered_json>> json_flags;
   std::vector<std::pair<std::string, std::string>> knob_env;
   for (const auto& def : tmpl.knobs) {
@@ -110,7 +191,8 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
     }
     const nlohmann::json& value = it->second.value;
     if (def.json_flag) {
-      auto flag = std::find_if(json_flags.begin(), json_flags.end(), [&](const auto& f) { return f.first == *def.json_flag; });
+      auto flag =
+          std::find_if(json_flags.begin(), json_flags.end(), [&](const auto& f) { return f.first == *def.json_flag; });
       if (flag == json_flags.end()) {
         json_flags.emplace_back(*def.json_flag, nlohmann::ordered_json::object());
         flag = json_flags.end() - 1;
@@ -123,35 +205,35 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
       knob_env.emplace_back(*def.env, text);
       continue;
     }
+    const Spelling spelling = spelling_for(def, version);
     switch (def.type) {
-    case KnobType::boolean:
-      if (value.get<bool>() && def.flag) {
-        out.argv.push_back(*def.flag);
-      } else if (!value.get<bool>() && def.flag_false) {
-        out.argv.push_back(*def.flag_false);
-      }
+    case KnobType::boolean: {
+      const auto& words = value.get<bool>() ? spelling.flag : spelling.flag_false;
+      out.argv.insert(out.argv.end(), words.begin(), words.end());
       break;
+    }
     case KnobType::list: {
       std::vector<std::string> items;
       for (const auto& item : value) {
         items.push_back(scalar_text(item));
       }
+      const std::string& flag = spelling.flag.front();
       if (def.list_style == ListStyle::repeat) {
         for (const auto& item : items) {
-          out.argv.push_back(*def.flag);
+          out.argv.push_back(flag);
           out.argv.push_back(item);
         }
       } else if (def.list_style == ListStyle::comma) {
-        out.argv.push_back(*def.flag);
+        out.argv.push_back(flag);
         out.argv.push_back(util::join(items, ","));
       } else {
-        out.argv.push_back(*def.flag);
+        out.argv.push_back(flag);
         out.argv.insert(out.argv.end(), items.begin(), items.end());
       }
       break;
     }
     default:
-      out.argv.push_back(*def.flag);
+      out.argv.push_back(spelling.flag.front());
       out.argv.push_back(text);
       break;
     }

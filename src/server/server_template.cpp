@@ -1,5 +1,7 @@
 #include <specctl/server/server_template.hpp>
 
+#include "accept_source_parse.hpp"
+
 #include <specctl/server/render.hpp>
 
 #include <specctl/util/hash.hpp>
@@ -24,9 +26,9 @@ constexpr int k_max_extends_depth = 8;
 
 const std::vector<std::string> k_template_keys = {
     "name",           "description",   "extends", "command", "default_port", "health", "version_command",
-    "overridden_env", "process_names", "knobs",   "log"};
-const std::vector<std::string> k_knob_keys = {"type",       "help",  "short", "min",  "max",   "choices", "flag",
-                                              "flag_false", "json",  "env",   "list", "derive"};
+    "overridden_env", "process_names", "knobs",   "log",     "accept_length"};
+const std::vector<std::string> k_knob_keys = {"type",       "help", "short", "min",  "max",    "choices", "flag",
+                                              "flag_false", "json", "env",   "list", "derive", "since"};
 const std::vector<std::string> k_log_keys = {"ready", "fatal", "progress", "milestones", "metrics"};
 const std::vector<std::string> k_type_names = {"bool", "int", "float", "string", "choice", "list"};
 
@@ -87,6 +89,77 @@ KnobType parse_type(const std::string& name) {
     return KnobType::list;
   }
   return KnobType::string;
+}
+
+// A flag's words in a `since` rule: one word, or a list of words (bools only).
+std::optional<std::vector<std::string>> read_flag_words(const util::YamlField& field, const KnobDef& knob) {
+  if (field.is_list()) {
+    auto words = field.as_string_list();
+    if (words && knob.type != KnobType::boolean) {
+      field.error("only a bool knob's flag can be several words; a valued flag is one word followed by the value");
+      return std::nullopt;
+    }
+    return words;
+  }
+  auto word = field.as_string();
+  if (!word) {
+    return std::nullopt;
+  }
+  return std::vector<std::string>{*word};
+}
+
+// `since: {"0.5.16": {flag: --new-name}}`: spellings by engine version, checked and sorted oldest first.
+void read_since(const util::YamlField& field, KnobDef& knob) {
+  if (!field.expect_map()) {
+    return;
+  }
+  field.check_duplicates();
+  if (!knob.flag && !knob.flag_false) {
+    field.error("\"since\" renames flags: the knob needs flag or flag_false, not json or env");
+    return;
+  }
+  for (const auto& [version, version_at, rule] : field.entries()) {
+    auto parts = parse_version(version);
+    if (!parts || version.starts_with('v')) {
+      field.diagnostics().error(
+          version_at,
+          fmt::format("{}: \"{}\" is not a version of dotted numbers, e.g. \"0.5.16\"", field.path(), version));
+      continue;
+    }
+    if (!rule.expect_map()) {
+      continue;
+    }
+    rule.check_keys({"flag", "flag_false"});
+    VersionedFlags spelling;
+    spelling.since = version;
+    spelling.since_parts = *parts;
+    spelling.where = version_at;
+    if (auto flag = rule["flag"]; flag.present()) {
+      spelling.flag = read_flag_words(flag, knob);
+      if (knob.type != KnobType::boolean && spelling.flag && spelling.flag->size() != 1) {
+        flag.error("a valued knob's flag is one word");
+        spelling.flag.reset();
+      }
+    }
+    if (auto flag = rule["flag_false"]; flag.present()) {
+      if (knob.type != KnobType::boolean) {
+        flag.error("only a bool knob can have flag_false");
+      } else {
+        spelling.flag_false = read_flag_words(flag, knob);
+      }
+    }
+    if (!rule["flag"].present() && !rule["flag_false"].present()) {
+      rule.error("a since rule needs flag or flag_false");
+      continue;
+    }
+    if (!spelling.flag && !spelling.flag_false) {
+      continue;
+    }
+    knob.since.push_back(std::move(spelling));
+  }
+  std::stable_sort(knob.since.begin(), knob.since.end(), [](const VersionedFlags& a, const VersionedFlags& b) {
+    return compare_versions(a.since_parts, b.since_parts) < 0;
+  });
 }
 
 void read_knob(const util::YamlField& field, const std::string& name, KnobDef& knob) {
@@ -158,6 +231,9 @@ void read_knob(const util::YamlField& field, const std::string& name, KnobDef& k
   int ways = (knob.flag || knob.flag_false ? 1 : 0) + (knob.json_flag ? 1 : 0) + (knob.env ? 1 : 0);
   if (ways != 1) {
     field.error("a knob needs exactly one of flag/flag_false, json or env");
+  }
+  if (auto since = field["since"]; since.present()) {
+    read_since(since, knob);
   }
 }
 
@@ -236,9 +312,8 @@ std::string display_path(const std::string& path) {
 }
 
 std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
-                                               const std::vector<std::string>& search_path,
-                                               util::Diagnostics& diag, const util::Location& asked_at,
-                                               int depth) {
+                                               const std::vector<std::string>& search_path, util::Diagnostics& diag,
+                                               const util::Location& asked_at, int depth) {
   auto file = find_template_file(name_or_path, search_path);
   if (!file) {
     auto names = available_templates(search_path);
@@ -313,8 +388,8 @@ std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
     for (const auto& [name, name_at, field] : knobs.entries()) {
       KnobDef knob;
       read_knob(field, name, knob);
-      auto existing = std::find_if(tmpl->knobs.begin(), tmpl->knobs.end(),
-                                   [&](const KnobDef& k) { return k.name == name; });
+      auto existing =
+          std::find_if(tmpl->knobs.begin(), tmpl->knobs.end(), [&](const KnobDef& k) { return k.name == name; });
       if (existing != tmpl->knobs.end()) {
         *existing = std::move(knob);
       } else {
@@ -329,6 +404,13 @@ std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
   }
   if (auto log = top["log"]; log.present()) {
     read_log(log, tmpl->log);
+  }
+  if (auto sources = top["accept_length"]; sources.present()) {
+    std::vector<std::string> metric_names;
+    for (const auto& [name, pattern] : tmpl->log.metrics) {
+      metric_names.push_back(name);
+    }
+    tmpl->accept_length = detail::parse_accept_sources(sources, metric_names);
   }
   if (diag.error_count() > errors_before) {
     return nullptr;

@@ -33,11 +33,22 @@ struct LineFacts {
   std::vector<std::pair<std::string, double>> metrics;
 };
 
+// Every pattern of each kind that matches one line, by index in the template (classify
+// stops at the first fatal pattern and the first milestone). For checking templates.
+struct PatternMatches {
+  std::vector<std::size_t> ready;
+  std::vector<std::size_t> fatal;
+  bool progress = false;
+  std::vector<std::size_t> milestones;
+  std::vector<std::size_t> metrics;
+};
+
 // A template's log patterns, compiled once.
 class LogMatcher {
 public:
   explicit LogMatcher(const LogPatterns& patterns);
   LineFacts classify(std::string_view line) const;
+  PatternMatches matches(std::string_view line) const;
 
 private:
   std::vector<std::regex> m_ready;

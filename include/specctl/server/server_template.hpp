@@ -1,5 +1,6 @@
 #pragma once
 
+#include <specctl/server/accept_source.hpp>
 #include <specctl/util/diagnostics.hpp>
 
 #include <cstdint>
@@ -15,6 +16,17 @@ enum class KnobType { boolean, integer, number, string, choice, list };
 
 // How a list knob becomes flags: `--f 1 2 4` (spread), `--f 1 --f 2` (repeat) or `--f 1,2,4` (comma).
 enum class ListStyle { spread, repeat, comma };
+
+// The spelling of a knob's flags from one engine version on (`since: {"0.5.16": {flag: ...}}`),
+// for flags an engine renamed. A bool's words may be several (`--x-backend auto`); a valued
+// knob's flag is one word, followed by the value. A key left out keeps the base spelling.
+struct VersionedFlags {
+  std::string since; // as written, "0.5.16"
+  std::vector<long> since_parts;
+  std::optional<std::vector<std::string>> flag;
+  std::optional<std::vector<std::string>> flag_false;
+  util::Location where;
+};
 
 // One tunable of an engine and how it becomes command-line flags or environment.
 struct KnobDef {
@@ -35,6 +47,9 @@ struct KnobDef {
   std::string json_path;                 // ...at this dotted path
   std::optional<std::string> env;        // rendered into the environment instead
   ListStyle list_style = ListStyle::spread;
+  // Other spellings by engine version, oldest first; the base spelling above is the one
+  // used when the version is unknown or older than all of them.
+  std::vector<VersionedFlags> since;
 
   // When unset but `derive_from` is set, this knob is derive_from + derive_add.
   std::optional<std::string> derive_from;
@@ -74,6 +89,9 @@ struct ServerTemplate {
   std::vector<std::string> process_names;
   std::vector<KnobDef> knobs;
   LogPatterns log;
+  // Where a benchmark window's accept length comes from, best first (empty: the
+  // log metric "accept_length", averaged over lines).
+  std::vector<AcceptSource> accept_length;
   // Hash of the template file(s), recorded in provenance.
   std::string content_hash;
 
