@@ -19,16 +19,35 @@ constexpr double k_ms_per_s = 1000.0;
 
 } // namespace
 
+std::string_view request_kind_name(RequestKind kind) {
+  switch (kind) {
+  case RequestKind::user:
+    return "user";
+  case RequestKind::warmup:
+    return "warmup";
+  case RequestKind::health:
+    return "health";
+  }
+  return "user";
+}
+
+int BatchEngine::max_running() const {
+  const int limit = m_model.variant().max_running;
+  return limit > 0 ? limit : m_model.profile().max_running_requests;
+}
+
 BatchEngine::BatchEngine(PerfModel model, std::uint64_t seed) : m_model(std::move(model)), m_rng(seed) {}
 
-void BatchEngine::add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s) {
+void BatchEngine::add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s,
+                      RequestKind kind) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   m_waiting.push_back(Entry{.id = id,
                             .prompt_tokens = std::max(1, prompt_tokens),
                             .target_tokens = std::max(1, target_tokens),
                             .arrival_s = arrival_s,
                             .not_before_s = not_before_s,
-                            .accept_phase = unit(m_rng)});
+                            .accept_phase = unit(m_rng),
+                            .kind = kind});
 }
 
 bool BatchEngine::cancel(RequestId id) {
@@ -64,12 +83,12 @@ std::optional<double> BatchEngine::next_wakeup_s() const {
 }
 
 StepResult BatchEngine::step(double now_s) {
-  const int max_running = m_model.profile().max_running_requests;
+  const int limit = max_running();
   const bool due =
       std::ranges::any_of(m_waiting, [now_s](const Entry& e) { return e.not_before_s <= now_s + k_time_epsilon_s; });
   const int running_before = running();
   StepResult result;
-  if (due && running() < max_running) {
+  if (due && running() < limit) {
     result = prefill(now_s);
   } else if (!m_running.empty()) {
     result = decode(now_s);
@@ -82,7 +101,7 @@ StepResult BatchEngine::step(double now_s) {
 
 StepResult BatchEngine::prefill(double now_s) {
   const auto& profile = m_model.profile();
-  const int room = profile.max_running_requests - running();
+  const int room = max_running() - running();
   std::vector<Entry> picked;
   int tokens = 0;
   for (auto it = m_waiting.begin(); it != m_waiting.end() && static_cast<int>(picked.size()) < room;) {
@@ -132,10 +151,15 @@ StepResult BatchEngine::decode(double now_s) {
     result.tokens += tokens;
     if (speculative) {
       result.verify_passes += 1;
+      entry.spec_tokens += tokens;
     }
     const bool finished = entry.generated >= entry.target_tokens;
-    result.emissions.push_back(
-        Emission{.id = entry.id, .tokens = tokens, .first = false, .finished = finished, .arrival_s = entry.arrival_s});
+    result.emissions.push_back(Emission{.id = entry.id,
+                                        .tokens = tokens,
+                                        .first = false,
+                                        .finished = finished,
+                                        .arrival_s = entry.arrival_s,
+                                        .verify_passes = speculative ? 1 : 0});
     if (finished) {
       result.completed.push_back(completed(entry, end_s));
     }
@@ -156,7 +180,10 @@ CompletedRequest BatchEngine::completed(const Entry& entry, double finish_s) {
                           .completion_tokens = entry.generated,
                           .arrival_s = entry.arrival_s,
                           .first_token_s = entry.first_token_s,
-                          .finish_s = finish_s};
+                          .finish_s = finish_s,
+                          .kind = entry.kind,
+                          .verify_passes = entry.verify_passes,
+                          .spec_tokens = entry.spec_tokens};
 }
 
 WaveResult simulate_wave(const PerfModel& model, int concurrency, int prompt_tokens, int max_tokens,

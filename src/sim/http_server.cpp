@@ -9,6 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 namespace specctl::sim {
 namespace {
 
@@ -27,6 +31,24 @@ std::error_code to_std(const boost::system::error_code& error) {
 HttpServer::HttpServer(net::io_context& io, ServerContext& context) : m_io(io), m_acceptor(io), m_context(context) {}
 
 std::expected<void, std::error_code> HttpServer::listen(const std::string& host, int port) {
+  if (auto bound = bind(host, port); !bound) {
+    return bound;
+  }
+  return listen();
+}
+
+std::expected<void, std::error_code> HttpServer::listen() {
+  boost::system::error_code error;
+  m_acceptor.listen(k_listen_backlog, error);
+  if (error) {
+    boost::system::error_code ignored;
+    m_acceptor.close(ignored);
+    return std::unexpected(to_std(error));
+  }
+  return {};
+}
+
+std::expected<void, std::error_code> HttpServer::bind(const std::string& host, int port, ReusePort reuse_port) {
   boost::system::error_code error;
   auto address = net::ip::make_address(host, error);
   if (error) {
@@ -42,11 +64,14 @@ std::expected<void, std::error_code> HttpServer::listen(const std::string& host,
   if (!error) {
     m_acceptor.set_option(tcp::acceptor::reuse_address(true), error);
   }
-  if (!error) {
-    m_acceptor.bind(endpoint, error);
+  if (!error && reuse_port == ReusePort::yes) {
+    const int one = 1;
+    if (::setsockopt(m_acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+      error = boost::system::error_code(errno, boost::system::system_category());
+    }
   }
   if (!error) {
-    m_acceptor.listen(k_listen_backlog, error);
+    m_acceptor.bind(endpoint, error);
   }
   if (error) {
     boost::system::error_code ignored;
@@ -80,8 +105,11 @@ void HttpServer::accept() {
 }
 
 std::string models_body(const ServerContext& context) {
+  const std::string_view owner = context.engine == Engine::vllm       ? "vllm"
+                                 : context.engine == Engine::llamacpp ? "llamacpp"
+                                                                      : "sglang";
   nlohmann::ordered_json model{{"id", context.served_model},   {"object", "model"},
-                               {"created", context.created},   {"owned_by", "sglang"},
+                               {"created", context.created},   {"owned_by", owner},
                                {"root", context.served_model}, {"max_model_len", context.model->profile().context_len}};
   return nlohmann::ordered_json{{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}}.dump();
 }
@@ -125,19 +153,25 @@ std::string server_info_body(const ServerContext& context) {
   } else {
     info["speculative_algorithm"] = nullptr;
   }
+  // The scheduler's average since boot (warm-up and health generations included),
+  // as SGLang's get_internal_state reports it (ENGINES.md).
   info["internal_states"] = nlohmann::ordered_json::array({nlohmann::ordered_json{
-      {"avg_spec_accept_length", context.stats->spec_accept_length},
+      {"avg_spec_accept_length", context.stats->spec_accept_length_since_boot()},
       {"last_gen_throughput", context.stats->gen_throughput},
   }});
   info["version"] = fmt::format("{} (specsim, profile {})", SPECCTL_VERSION, context.model->profile().name);
   return info.dump();
 }
 
+std::string wire_response_id(const ServerContext& context, RequestId id) {
+  return context.engine == Engine::llamacpp ? "chatcmpl-" + response_id(id) : response_id(id);
+}
+
 std::string sim_requests_body(const ServerContext& context) {
   nlohmann::ordered_json requests = nlohmann::ordered_json::array();
   if (context.scheduler != nullptr) {
     for (const auto& done : context.scheduler->recent()) {
-      requests.push_back(nlohmann::ordered_json{{"id", response_id(done.id)},
+      requests.push_back(nlohmann::ordered_json{{"id", wire_response_id(context, done.id)},
                                                 {"prompt_tokens", done.prompt_tokens},
                                                 {"completion_tokens", done.completion_tokens},
                                                 {"arrival_s", done.arrival_s},
@@ -148,6 +182,53 @@ std::string sim_requests_body(const ServerContext& context) {
   return nlohmann::ordered_json{{"profile", context.model->profile().name},
                                 {"speed", context.options->sim.speed},
                                 {"model_time_s", context.scheduler ? context.scheduler->model_now_s() : 0.0},
+                                {"requests", requests}}
+      .dump();
+}
+
+namespace {
+
+double accept_length(long tokens, long passes) {
+  return passes > 0 ? static_cast<double>(tokens) / static_cast<double>(passes) : 0.0;
+}
+
+} // namespace
+
+std::string sim_truth_body(const ServerContext& context) {
+  const ServingStats& stats = *context.stats;
+  nlohmann::ordered_json per_pos = nlohmann::ordered_json::array();
+  for (const long count : stats.spec_accepted_per_pos) {
+    per_pos.push_back(count);
+  }
+  nlohmann::ordered_json requests = nlohmann::ordered_json::array();
+  if (context.scheduler != nullptr) {
+    for (const auto& done : context.scheduler->recent()) {
+      requests.push_back(nlohmann::ordered_json{{"id", wire_response_id(context, done.id)},
+                                                {"kind", request_kind_name(done.kind)},
+                                                {"prompt_tokens", done.prompt_tokens},
+                                                {"completion_tokens", done.completion_tokens},
+                                                {"verify_passes", done.verify_passes},
+                                                {"spec_tokens", done.spec_tokens},
+                                                {"draft_tokens", done.verify_passes * context.draft_depth},
+                                                {"accepted_tokens", done.spec_tokens - done.verify_passes},
+                                                {"accept_length", accept_length(done.spec_tokens, done.verify_passes)},
+                                                {"arrival_s", done.arrival_s},
+                                                {"finish_s", done.finish_s}});
+    }
+  }
+  return nlohmann::ordered_json{{"engine", engine_name(context.engine)},
+                                {"speculative", context.model->speculative()},
+                                {"draft_depth", context.draft_depth},
+                                {"model_mean_accept_length", context.model->mean_accept_length()},
+                                {"since_boot",
+                                 {{"requests", stats.requests_total},
+                                  {"generation_tokens", stats.generation_tokens_total},
+                                  {"verify_passes", stats.spec_verify_passes},
+                                  {"spec_tokens", stats.spec_tokens},
+                                  {"draft_tokens", stats.spec_draft_tokens},
+                                  {"accepted_tokens", stats.spec_accepted()},
+                                  {"accepted_per_pos", per_pos},
+                                  {"accept_length", stats.spec_accept_length_since_boot()}}},
                                 {"requests", requests}}
       .dump();
 }

@@ -8,6 +8,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <chrono>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +25,9 @@ public:
   Session(boost::asio::ip::tcp::socket socket, ServerContext& context);
 
   void start();
+  ~Session() override;
   void on_tokens(int tokens, bool finished) override;
+  void on_emission(const Emission& emission) override;
 
 private:
   enum class Kind { stream, whole, health };
@@ -43,6 +47,14 @@ private:
     bool cut = false;
     long cut_after = 0;
     bool dying = false;
+    // llama.cpp's events and per-request timings (wall clock, as its slot measures).
+    std::optional<LlamaFormatter> llama{};
+    std::chrono::steady_clock::time_point submitted{};
+    std::chrono::steady_clock::time_point first_at{};
+    std::chrono::steady_clock::time_point last_at{};
+    long verify_passes = 0;
+    long spec_tokens = 0;
+    bool counted = false; // in ServerContext::active_generations
   };
 
   void read_request();
@@ -52,6 +64,10 @@ private:
   void after_response(const boost::system::error_code& error);
   void handle_generation(Endpoint endpoint);
   void handle_health_generate();
+  void handle_health();
+  void send_llama_error(unsigned status, std::string_view type, std::string_view message);
+  LlamaTimings llama_timings(const Generation& generation) const;
+  void generation_ended();
   void pump();
   void format_events(Generation& generation, bool& cut_now);
   void on_stream_written(const boost::system::error_code& error);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -29,7 +30,12 @@ constexpr double k_draft_share = 0.04;
 constexpr double k_kv_share = 0.03;
 constexpr double k_graph_share = 0.10;
 
+// tqdm descriptions: SGLang's default multi-threaded loader and the
+// single-threaded one (and vLLM's), per ENGINES.md.
+constexpr std::string_view k_multi_thread_bar = "Multi-thread loading shards";
 constexpr std::string_view k_bar = "Loading safetensors checkpoint shards";
+// Of the CUDA-graph share, the part an EAGLE draft's own graphs take.
+constexpr double k_draft_graph_share = 0.3;
 
 struct Event {
   double at = 0.0; // fraction of the load time
@@ -114,8 +120,75 @@ void log_scheduler_crash(const Log& log, CrashSite site, std::string_view except
   log.main(LogLevel::error, "Received sigquit from a child process. It usually means the child failed.");
 }
 
+namespace {
+
+std::optional<int> run_load_sglang(const Options& options, const PerfModel& model, const MemoryPlan& memory,
+                                   const Log& log, WorkerPool& workers);
+std::optional<int> run_load_vllm(const Options& options, const PerfModel& model, const MemoryPlan& memory,
+                                 const Log& log, WorkerPool& workers);
+std::optional<int> run_load_llamacpp(const Options& options, const PerfModel& model, const Log& log);
+
+} // namespace
+
 std::optional<int> run_load(const Options& options, const PerfModel& model, const MemoryPlan& memory, const Log& log,
                             WorkerPool& workers) {
+  switch (options.engine) {
+  case Engine::vllm:
+    return run_load_vllm(options, model, memory, log, workers);
+  case Engine::llamacpp:
+    return run_load_llamacpp(options, model, log);
+  case Engine::sglang:
+    break;
+  }
+  return run_load_sglang(options, model, memory, log, workers);
+}
+
+namespace {
+
+// The staged load fault that strikes first (crash-load, oom, hang), if any.
+const Fault* load_fault(const FaultSet& faults) {
+  const Fault* fault = faults.find(FaultKind::crash_load);
+  for (FaultKind kind : {FaultKind::oom, FaultKind::hang}) {
+    const Fault* other = faults.find(kind);
+    if (other != nullptr && (fault == nullptr || other->fraction < fault->fraction)) {
+      fault = other;
+    }
+  }
+  return fault;
+}
+
+// Plays `events` at their fractions of load_s; a fault strikes at its own.
+std::optional<int> play(std::vector<Event>& events, double load_s, const Fault* fault,
+                        const std::function<int()>& strike_action) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto wait_until = [&](double fraction) {
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                              std::chrono::duration<double>(fraction * load_s)));
+  };
+  const auto strike = [&]() -> int {
+    wait_until(fault->fraction);
+    if (fault->kind == FaultKind::hang) {
+      hang_forever();
+    }
+    return strike_action();
+  };
+  std::ranges::stable_sort(events, {}, &Event::at);
+  for (const auto& event : events) {
+    if (fault != nullptr && fault->fraction < event.at) {
+      return strike();
+    }
+    wait_until(event.at);
+    event.action();
+  }
+  if (fault != nullptr) {
+    return strike();
+  }
+  return std::nullopt;
+}
+
+std::optional<int> run_load_sglang(const Options& options, const PerfModel& model, const MemoryPlan& memory,
+                                   const Log& log, WorkerPool& workers) {
+  const std::string_view bar = options.sim.single_thread_loader ? k_bar : k_multi_thread_bar;
   const auto& profile = model.profile();
   const auto& variant = model.variant();
   const int tp = variant.tp;
@@ -147,22 +220,22 @@ std::optional<int> run_load(const Options& options, const PerfModel& model, cons
                       each_rank([&](int) {
                         return fmt::format("Load weight begin. avail mem={:.2f} GB", avail(memory.context_gib));
                       });
-                      log.raw(progress_line(k_bar, 0, profile.weight_shards, 0.0));
+                      log.raw(progress_line(bar, 0, profile.weight_shards, 0.0));
                     }});
   for (int shard = 1; shard <= profile.weight_shards; ++shard) {
     const double at = weights_start + weights_share * shard / profile.weight_shards;
     events.push_back({at, [&, shard, at] {
-                        log.raw(progress_line(k_bar, shard, profile.weight_shards, (at - weights_start) * load_s));
+                        log.raw(progress_line(bar, shard, profile.weight_shards, (at - weights_start) * load_s));
                         workers.set_used_mib(
                             to_mib(memory.context_gib + memory.weights_gib * shard / profile.weight_shards));
                       }});
   }
   events.push_back({weights_end, [&] {
                       each_rank([&](int) {
-                        return fmt::format("Load weight end. type={}, dtype=torch.bfloat16, avail mem={:.2f} GB, "
-                                           "mem usage={:.2f} GB.",
-                                           profile.architecture, avail(memory.context_gib + memory.weights_gib),
-                                           memory.weights_gib);
+                        return fmt::format("Load weight end. elapsed={:.2f} s, type={}, dtype=torch.bfloat16, "
+                                           "avail mem={:.2f} GB, mem usage={:.2f} GB.",
+                                           weights_share * load_s, profile.architecture,
+                                           avail(memory.context_gib + memory.weights_gib), memory.weights_gib);
                       });
                     }});
   if (spec) {
@@ -170,19 +243,19 @@ std::optional<int> run_load(const Options& options, const PerfModel& model, cons
                         const double used = memory.context_gib + memory.weights_gib;
                         each_rank(
                             [&](int) { return fmt::format("Load weight begin. avail mem={:.2f} GB", avail(used)); });
-                        log.raw(progress_line(k_bar, 0, profile.draft_shards, 0.0));
+                        log.raw(progress_line(bar, 0, profile.draft_shards, 0.0));
                       }});
-    events.push_back({draft_end, [&] {
-                        const double used = memory.context_gib + memory.weights_gib + memory.draft_gib;
-                        log.raw(progress_line(k_bar, profile.draft_shards, profile.draft_shards,
-                                              (draft_end - weights_end) * load_s));
-                        each_rank([&](int) {
-                          return fmt::format("Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
-                                             "avail mem={:.2f} GB, mem usage={:.2f} GB.",
-                                             avail(used), memory.draft_gib);
-                        });
-                        workers.set_used_mib(to_mib(used));
-                      }});
+    events.push_back(
+        {draft_end, [&] {
+           const double used = memory.context_gib + memory.weights_gib + memory.draft_gib;
+           log.raw(progress_line(bar, profile.draft_shards, profile.draft_shards, (draft_end - weights_end) * load_s));
+           each_rank([&](int) {
+             return fmt::format("Load weight end. elapsed={:.2f} s, type=LlamaForCausalLMEagle3, "
+                                "dtype=torch.bfloat16, avail mem={:.2f} GB, mem usage={:.2f} GB.",
+                                (draft_end - weights_end) * load_s, avail(used), memory.draft_gib);
+           });
+           workers.set_used_mib(to_mib(used));
+         }});
   }
   events.push_back({kv_end, [&] {
                       const double used = memory.context_gib + memory.weights_gib + memory.draft_gib + memory.kv_gib;
@@ -200,8 +273,32 @@ std::optional<int> run_load(const Options& options, const PerfModel& model, cons
                         });
                       }
                     }});
+  // EAGLE-style drafts capture graphs of their own after the target's
+  // (ENGINES.md: "Capture draft cuda graph begin/end").
+  const bool draft_graphs = graphs && spec && variant.spec->algorithm != SpecAlgorithm::ngram;
+  const double main_graph_share = draft_graphs ? k_graph_share * (1.0 - k_draft_graph_share) : k_graph_share;
+  if (draft_graphs) {
+    events.push_back({kv_end + main_graph_share, [&] {
+                        each_rank([&](int) {
+                          return fmt::format("Capture cuda graph end. Time elapsed: {:.2f} s. mem usage={:.2f} GB. "
+                                             "avail mem={:.2f} GB.",
+                                             main_graph_share * load_s, memory.graph_gib, avail(memory.used_gib()));
+                        });
+                        each_rank([&](int) {
+                          return fmt::format("Capture draft cuda graph begin. This can take up to several minutes. "
+                                             "avail mem={:.2f} GB",
+                                             avail(memory.used_gib()));
+                        });
+                      }});
+  }
   events.push_back({1.0, [&] {
-                      if (graphs) {
+                      if (draft_graphs) {
+                        each_rank([&](int) {
+                          return fmt::format("Capture draft cuda graph end. Time elapsed: {:.2f} s. mem usage=0.00 "
+                                             "GB. avail mem={:.2f} GB.",
+                                             (k_graph_share - main_graph_share) * load_s, avail(memory.used_gib()));
+                        });
+                      } else if (graphs) {
                         each_rank([&](int) {
                           return fmt::format("Capture cuda graph end. Time elapsed: {:.2f} s. mem usage={:.2f} GB. "
                                              "avail mem={:.2f} GB.",
@@ -218,23 +315,8 @@ std::optional<int> run_load(const Options& options, const PerfModel& model, cons
                                                 avail(memory.used_gib())));
                     }});
 
-  const Fault* fault = options.sim.faults.find(FaultKind::crash_load);
-  for (FaultKind kind : {FaultKind::oom, FaultKind::hang}) {
-    const Fault* other = options.sim.faults.find(kind);
-    if (other != nullptr && (fault == nullptr || other->fraction < fault->fraction)) {
-      fault = other;
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const auto wait_until = [&](double fraction) {
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                              std::chrono::duration<double>(fraction * load_s)));
-  };
-  const auto strike = [&]() -> int {
-    wait_until(fault->fraction);
-    if (fault->kind == FaultKind::hang) {
-      hang_forever();
-    }
+  return play(events, load_s, load_fault(options.sim.faults), [&]() -> int {
+    const Fault* fault = load_fault(options.sim.faults);
     if (fault->kind == FaultKind::oom) {
       log.scheduler(LogLevel::error, "Scheduler hit an exception: Traceback (most recent call last):");
       log.raw(k_oom_traceback);
@@ -251,19 +333,190 @@ std::optional<int> run_load(const Options& options, const PerfModel& model, cons
                         "RuntimeError: shape mismatch: value tensor of shape [7168, 2048] cannot be broadcast "
                         "to indexing result of shape [7168, 4096]");
     return 1;
-  };
-  std::ranges::stable_sort(events, {}, &Event::at);
-  for (const auto& event : events) {
-    if (fault != nullptr && fault->fraction < event.at) {
-      return strike();
-    }
-    wait_until(event.at);
-    event.action();
-  }
-  if (fault != nullptr) {
-    return strike();
-  }
-  return std::nullopt;
+  });
 }
+
+// vLLM's engine-core process prints the load; its lines carry that process's
+// prefix (vllm/v1/engine/core.py runs it as EngineCore_DP0).
+constexpr std::string_view k_vllm_core = "EngineCore_DP0";
+
+std::optional<int> run_load_vllm(const Options& options, const PerfModel& model, const MemoryPlan& memory,
+                                 const Log& log, WorkerPool& workers) {
+  const auto& profile = model.profile();
+  const auto& variant = model.variant();
+  const bool spec = variant.spec.has_value();
+  const bool graphs = variant.cuda_graph;
+  const double load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
+  const double weights_share = k_weights_share + (spec ? 0.0 : k_draft_share) + (graphs ? 0.0 : k_graph_share);
+  const double weights_start = k_init_share;
+  const double weights_end = weights_start + weights_share;
+  const double draft_end = weights_end + (spec ? k_draft_share : 0.0);
+  const double kv_end = draft_end + k_kv_share;
+  const std::string bar_prefix = fmt::format("({} pid={}) ", k_vllm_core, ::getpid());
+  const auto core = [&](LogLevel level, std::string_view file, std::string_view message) {
+    log.vllm(level, file, message, k_vllm_core);
+  };
+
+  std::vector<Event> events;
+  events.push_back({0.0, [&] { workers.set_used_mib(to_mib(memory.context_gib)); }});
+  events.push_back({weights_start, [&] {
+                      core(LogLevel::info, "gpu_model_runner.py:2602",
+                           fmt::format("Starting to load model {}...", options.server.model_path));
+                      log.raw(bar_prefix + progress_line(k_bar, 0, profile.weight_shards, 0.0));
+                    }});
+  for (int shard = 1; shard <= profile.weight_shards; ++shard) {
+    const double at = weights_start + weights_share * shard / profile.weight_shards;
+    events.push_back(
+        {at, [&, shard, at] {
+           log.raw(bar_prefix + progress_line(k_bar, shard, profile.weight_shards, (at - weights_start) * load_s));
+           workers.set_used_mib(to_mib(memory.context_gib + memory.weights_gib * shard / profile.weight_shards));
+         }});
+  }
+  events.push_back({weights_end, [&] {
+                      // default_loader.py: "Loading weights took %.2f seconds".
+                      core(LogLevel::info, "default_loader.py:267",
+                           fmt::format("Loading weights took {:.2f} seconds", weights_share * load_s));
+                      if (spec) {
+                        log.raw(bar_prefix + progress_line(k_bar, 0, profile.draft_shards, 0.0));
+                      }
+                    }});
+  if (spec) {
+    events.push_back({draft_end, [&] {
+                        log.raw(bar_prefix + progress_line(k_bar, profile.draft_shards, profile.draft_shards,
+                                                           (draft_end - weights_end) * load_s));
+                        workers.set_used_mib(to_mib(memory.context_gib + memory.weights_gib + memory.draft_gib));
+                      }});
+  }
+  events.push_back({draft_end, [&] {
+                      core(LogLevel::info, "gpu_model_runner.py:2653",
+                           fmt::format("Model loading took {:.4f} GiB and {:.6f} seconds",
+                                       memory.weights_gib + memory.draft_gib, (draft_end - weights_start) * load_s));
+                    }});
+  events.push_back(
+      {kv_end, [&] {
+         core(LogLevel::info, "gpu_worker.py:298", fmt::format("Available KV cache memory: {:.2f} GiB", memory.kv_gib));
+         core(LogLevel::info, "kv_cache_utils.py:1087", fmt::format("GPU KV cache size: {} tokens", memory.kv_tokens));
+         workers.set_used_mib(to_mib(memory.context_gib + memory.weights_gib + memory.draft_gib + memory.kv_gib));
+       }});
+  events.push_back({1.0, [&] {
+                      if (graphs) {
+                        // gpu_model_runner.py: "Graph capturing finished in %.0f secs, took %.2f GiB".
+                        core(LogLevel::info, "gpu_model_runner.py:3480",
+                             fmt::format("Graph capturing finished in {:.0f} secs, took {:.2f} GiB",
+                                         k_graph_share * load_s, memory.graph_gib));
+                      }
+                      workers.set_used_mib(to_mib(memory.used_gib()));
+                      core(LogLevel::info, "core.py:210",
+                           fmt::format("init engine (profile, create kv cache, warmup model) took {:.2f} seconds",
+                                       (1.0 - draft_end) * load_s));
+                    }});
+  return play(events, load_s, load_fault(options.sim.faults), [&]() -> int {
+    const Fault* fault = load_fault(options.sim.faults);
+    const std::string exception =
+        fault->kind == FaultKind::oom
+            ? fmt::format("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                          "capacity of {:.2f} GiB of which 1.05 GiB is free.",
+                          memory.total_gib)
+            : std::string("RuntimeError: shape mismatch: value tensor of shape [7168, 2048] cannot be broadcast to "
+                          "indexing result of shape [7168, 4096]");
+    core(LogLevel::error, "core.py:779", "EngineCore failed to start.");
+    core(LogLevel::error, "core.py:779", "Traceback (most recent call last):");
+    core(LogLevel::error, "core.py:779",
+         "  File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py\", line 770, in run_engine_core");
+    core(LogLevel::error, "core.py:779", exception);
+    const std::string api = fmt::format("(APIServer pid={}) ", ::getpid());
+    log.raw(api + "Traceback (most recent call last):");
+    log.raw(api + "  File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/utils.py\", line 928, in "
+                  "wait_for_engine_startup");
+    log.raw(api + "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}");
+    return 1;
+  });
+}
+
+// llama-server's load (tools/server/server-context.cpp load_model, and the
+// draft through common/speculative.cpp): no progress line at any verbosity.
+std::optional<int> run_load_llamacpp(const Options& options, const PerfModel& model, const Log& log) {
+  const double load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
+  const auto& llama = options.llama;
+  const auto srv = [&](LogLevel level, std::string_view func, std::string_view message) {
+    // SRV_INF's "srv  %12.*s: ": the function name right-aligned in 12 columns, cut at 12.
+    log.llama(level, fmt::format("srv  {:>12.12}: {}", func, message));
+  };
+  // A model that looks like a file and is not there fails at once, as a
+  // missing GGUF does (gguf.cpp, llama.cpp, server.cpp).
+  const auto missing = [](const std::string& path) {
+    std::error_code ec;
+    return path.ends_with(".gguf") && !std::filesystem::is_regular_file(path, ec);
+  };
+  // The sequence of the capture tests/data/engine-logs/llamacpp-3f545bec/missing-model.log:
+  // the fit pass tries the file, then the real load, then clean_up before the last line.
+  const auto fail_to_open = [&](const std::string& path, bool draft) {
+    const auto open_failed = [&] {
+      log.llama(LogLevel::error,
+                fmt::format("gguf_init_from_file: failed to open GGUF file '{}' (No such file or directory)", path));
+      log.llama(
+          LogLevel::error,
+          fmt::format("llama_model_load: error loading model: llama_model_loader: failed to load model from {}", path));
+      log.llama(LogLevel::error, "llama_model_load_from_file_impl: failed to load model");
+    };
+    if (!draft) {
+      open_failed();
+      log.llama(LogLevel::error, "common_fit_params: encountered an error while trying to fit params to free device "
+                                 "memory: failed to load model");
+    }
+    open_failed();
+    if (!draft) {
+      log.llama(LogLevel::error, fmt::format("cmn  common_init_: failed to load model '{}'", path));
+    }
+    if (draft) {
+      log.llama(LogLevel::error, fmt::format("common_speculative_init_result: failed to load draft model, '{}'", path));
+      srv(LogLevel::error, "load_model", fmt::format("failed to load draft model, '{}'", path));
+    } else {
+      srv(LogLevel::error, "load_model", fmt::format("failed to load model, '{}'", path));
+    }
+    srv(LogLevel::info, "operator()", "operator(): cleaning up before exit...");
+    srv(LogLevel::error, "llama_server", "exiting due to model loading error");
+    return 1;
+  };
+  srv(LogLevel::info, "load_model", fmt::format("loading model '{}'", options.server.model_path));
+  if (missing(options.server.model_path)) {
+    return fail_to_open(options.server.model_path, false);
+  }
+  std::vector<Event> events;
+  if (!llama.draft_model.empty()) {
+    events.push_back({0.85, [&] {
+                        log.llama(
+                            LogLevel::info,
+                            fmt::format("common_speculative_init_result: loading draft model '{}'", llama.draft_model));
+                      }});
+  }
+  events.push_back({1.0, [&] {
+                      const int n_ctx_slot = llama.ctx_size > 0                   ? llama.ctx_size
+                                             : model.profile().context_len > 4096 ? 4096
+                                                                                  : model.profile().context_len;
+                      srv(LogLevel::info, "load_model",
+                          fmt::format("initializing, n_slots = {}, n_ctx_slot = {}, kv_unified = 'true'",
+                                      llama.parallel, n_ctx_slot));
+                    }});
+  const bool draft_missing = !llama.draft_model.empty() && missing(llama.draft_model);
+  if (draft_missing) {
+    // The draft fails before the slots are set up.
+    events.pop_back();
+  }
+  auto result = play(events, load_s, load_fault(options.sim.faults), [&]() -> int {
+    log.llama(LogLevel::error, "llama_model_load: error loading model: tensor 'blk.12.ffn_down.weight' data is not "
+                               "within the file bounds, model is corrupted or incomplete");
+    log.llama(LogLevel::error, "llama_model_load_from_file_impl: failed to load model");
+    srv(LogLevel::error, "load_model", fmt::format("failed to load model, '{}'", options.server.model_path));
+    srv(LogLevel::error, "llama_server", "exiting due to model loading error");
+    return 1;
+  });
+  if (!result && draft_missing) {
+    return fail_to_open(llama.draft_model, true);
+  }
+  return result;
+}
+
+} // namespace
 
 } // namespace specctl::sim

@@ -80,12 +80,56 @@ void Log::uvicorn(LogLevel level, std::string_view message, UvicornStream stream
                                 : level == LogLevel::warning ? "WARNING:"
                                 : level == LogLevel::debug   ? "DEBUG:"
                                                              : "INFO:";
+  const std::string prefix =
+      m_uvicorn_prefix.empty() ? log_prefix(std::chrono::system_clock::now(), std::nullopt) : m_uvicorn_prefix;
   write_line(stream == UvicornStream::out ? m_stdout_fd : m_stderr_fd,
-             fmt::format("{}{:<10}{}", log_prefix(std::chrono::system_clock::now(), std::nullopt), name, message));
+             fmt::format("{}{:<10}{}", prefix, name, message));
 }
 
 void Log::raw(std::string_view text) const {
   write_line(m_stderr_fd, std::string(text));
+}
+
+std::string vllm_prefix(std::chrono::system_clock::time_point when, std::string_view process, int pid, LogLevel level,
+                        std::string_view fileinfo) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%m-%d %H:%M:%S", &local);
+  // ColoredFormatter.COLORS and GREY.
+  const std::string_view name = level == LogLevel::error     ? "\x1b[31mERROR"
+                                : level == LogLevel::warning ? "\x1b[33mWARNING"
+                                : level == LogLevel::debug   ? "\x1b[37mDEBUG"
+                                                             : "\x1b[32mINFO";
+  return fmt::format("({} pid={}) {}\x1b[0m \x1b[90m{}\x1b[0m \x1b[90m[{}]\x1b[0m ", process, pid, name, stamp,
+                     fileinfo);
+}
+
+std::string llama_prefix(std::chrono::microseconds since_start, LogLevel level) {
+  const long long us = since_start.count();
+  const char letter = level == LogLevel::error     ? 'E'
+                      : level == LogLevel::warning ? 'W'
+                      : level == LogLevel::debug   ? 'D'
+                                                   : 'I';
+  return fmt::format("{}.{:02d}.{:03d}.{:03d} {} ", us / 1000000 / 60, us / 1000000 % 60, us / 1000 % 1000, us % 1000,
+                     letter);
+}
+
+void Log::vllm(LogLevel level, std::string_view fileinfo, std::string_view message, std::string_view process) const {
+  if (enabled(level)) {
+    write_line(m_stderr_fd,
+               vllm_prefix(std::chrono::system_clock::now(), process, static_cast<int>(::getpid()), level, fileinfo) +
+                   std::string(message));
+  }
+}
+
+void Log::llama(LogLevel level, std::string_view message) const {
+  if (enabled(level)) {
+    const auto since =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start);
+    write_line(m_stderr_fd, llama_prefix(since, level) + std::string(message));
+  }
 }
 
 void Log::write_line(int fd, std::string line) const {

@@ -60,6 +60,67 @@ void Histogram::observe(double value) {
   count += 1;
 }
 
+double ServingStats::spec_accept_length_since_boot() const {
+  return spec_verify_passes > 0 ? static_cast<double>(spec_tokens) / static_cast<double>(spec_verify_passes) : 0.0;
+}
+
+namespace {
+
+// prometheus_client's exposition of a Counter created as NAME: the sample is
+// NAME_total, and a NAME_created gauge follows (exposition.py generate_latest).
+// Labels come sorted.
+void append_vllm_counter(std::string& out, std::string_view name, std::string_view help, std::string_view labels,
+                         double value, double created) {
+  out += fmt::format("# HELP {0}_total {1}\n# TYPE {0}_total counter\n{0}_total{{{2}}} {3}\n", name, help, labels,
+                     python_float(value));
+  out += fmt::format("# HELP {0}_created {1}\n# TYPE {0}_created gauge\n{0}_created{{{2}}} {3}\n", name, help, labels,
+                     python_float(created));
+}
+
+void append_vllm_gauge(std::string& out, std::string_view name, std::string_view help, std::string_view labels,
+                       double value) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0}{{{2}}} {3}\n", name, help, labels, python_float(value));
+}
+
+} // namespace
+
+std::string render_vllm_metrics(const ServingStats& stats, std::string_view model_name, bool speculative,
+                                double created_unix_s) {
+  const std::string labels = fmt::format("engine=\"0\",model_name=\"{}\"", label_escape(model_name));
+  std::string out;
+  append_vllm_gauge(out, "vllm:num_requests_running", "Number of requests in model execution batches.", labels,
+                    stats.running);
+  append_vllm_gauge(out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
+                    stats.queued);
+  append_vllm_gauge(out, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
+                    stats.token_usage);
+  append_vllm_counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", labels,
+                      static_cast<double>(stats.prompt_tokens_total), created_unix_s);
+  append_vllm_counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", labels,
+                      static_cast<double>(stats.generation_tokens_total), created_unix_s);
+  if (speculative) {
+    append_vllm_counter(out, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels,
+                        static_cast<double>(stats.spec_verify_passes), created_unix_s);
+    append_vllm_counter(out, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels,
+                        static_cast<double>(stats.spec_draft_tokens), created_unix_s);
+    append_vllm_counter(out, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", labels,
+                        static_cast<double>(stats.spec_accepted()), created_unix_s);
+    // One child per position: the samples first, then every _created (generate_latest groups them).
+    const std::string name = "vllm:spec_decode_num_accepted_tokens_per_pos";
+    const std::string help = "Accepted tokens per draft position.";
+    out += fmt::format("# HELP {0}_total {1}\n# TYPE {0}_total counter\n", name, help);
+    for (std::size_t pos = 0; pos < stats.spec_accepted_per_pos.size(); ++pos) {
+      out += fmt::format("{}_total{{{},position=\"{}\"}} {}\n", name, labels, pos,
+                         python_float(static_cast<double>(stats.spec_accepted_per_pos[pos])));
+    }
+    out += fmt::format("# HELP {0}_created {1}\n# TYPE {0}_created gauge\n", name, help);
+    for (std::size_t pos = 0; pos < stats.spec_accepted_per_pos.size(); ++pos) {
+      out += fmt::format("{}_created{{{},position=\"{}\"}} {}\n", name, labels, pos, python_float(created_unix_s));
+    }
+  }
+  return out;
+}
+
 ServingStats::ServingStats() : time_to_first_token(k_latency_buckets), e2e_request_latency(k_latency_buckets) {}
 
 std::string render_metrics(const ServingStats& stats, std::string_view model_name, bool speculative) {

@@ -323,4 +323,159 @@ std::string ChunkFormatter::full_response(int prompt_tokens, int completion_toke
   return out;
 }
 
+std::string llama_timings_json(const LlamaTimings& t) {
+  const double prompt_per_token = t.prompt_n > 0 ? t.prompt_ms / static_cast<double>(t.prompt_n) : 0.0;
+  const double prompt_per_second = t.prompt_ms > 0.0 ? 1e3 / t.prompt_ms * static_cast<double>(t.prompt_n) : 0.0;
+  // The first token comes from the prompt's logits: generation steps are n - 1.
+  const long steps = t.predicted_n > 0 ? t.predicted_n - 1 : 0;
+  const double predicted_per_token = steps > 0 ? t.predicted_ms / static_cast<double>(steps) : 0.0;
+  const double predicted_per_second = t.predicted_ms > 0.0 ? 1e3 / t.predicted_ms * static_cast<double>(steps) : 0.0;
+  nlohmann::ordered_json json{{"cache_n", t.cache_n},
+                              {"prompt_n", t.prompt_n},
+                              {"prompt_ms", t.prompt_ms},
+                              {"prompt_per_token_ms", prompt_per_token},
+                              {"prompt_per_second", prompt_per_second},
+                              {"predicted_n", t.predicted_n},
+                              {"predicted_ms", t.predicted_ms},
+                              {"predicted_per_token_ms", predicted_per_token},
+                              {"predicted_per_second", predicted_per_second}};
+  if (t.draft_n > 0) {
+    json["draft_n"] = t.draft_n;
+    json["draft_n_accepted"] = t.draft_n_accepted;
+  }
+  return json.dump();
+}
+
+namespace {
+
+nlohmann::ordered_json llama_usage(int prompt_tokens, int completion_tokens) {
+  return nlohmann::ordered_json{{"completion_tokens", completion_tokens},
+                                {"prompt_tokens", prompt_tokens},
+                                {"total_tokens", completion_tokens + prompt_tokens},
+                                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+}
+
+std::string finish_name(FinishReason finish) {
+  return finish == FinishReason::length ? "length" : "stop";
+}
+
+void append_event(std::string& out, const nlohmann::ordered_json& json) {
+  out += "data: ";
+  out += json.dump();
+  out += "\n\n";
+}
+
+} // namespace
+
+LlamaFormatter::LlamaFormatter(Endpoint endpoint, std::string_view id, long created, std::string_view model,
+                               std::uint64_t text_seed)
+    : m_endpoint(endpoint), m_id(id), m_created(created), m_model(model), m_text_seed(text_seed) {}
+
+void LlamaFormatter::append_role(std::string& out) const {
+  append_event(out, nlohmann::ordered_json{{"choices", nlohmann::ordered_json::array({nlohmann::ordered_json{
+                                                           {"finish_reason", nullptr},
+                                                           {"index", 0},
+                                                           {"delta", {{"role", "assistant"}, {"content", nullptr}}}}})},
+                                           {"created", m_created},
+                                           {"id", m_id},
+                                           {"model", m_model},
+                                           {"system_fingerprint", k_llama_build_info},
+                                           {"object", "chat.completion.chunk"}});
+}
+
+void LlamaFormatter::append_tokens(std::string& out, long first, int count) const {
+  for (int i = 0; i < count; ++i) {
+    std::string text;
+    append_token_text(text, m_text_seed, first + i, 1);
+    if (m_endpoint == Endpoint::completions) {
+      append_event(
+          out, nlohmann::ordered_json{
+                   {"choices", nlohmann::ordered_json::array({nlohmann::ordered_json{
+                                   {"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})},
+                   {"created", m_created},
+                   {"model", m_model},
+                   {"system_fingerprint", k_llama_build_info},
+                   {"object", "text_completion"},
+                   {"id", m_id}});
+    } else {
+      append_event(out,
+                   nlohmann::ordered_json{
+                       {"choices", nlohmann::ordered_json::array({nlohmann::ordered_json{
+                                       {"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}}})},
+                       {"created", m_created},
+                       {"id", m_id},
+                       {"model", m_model},
+                       {"system_fingerprint", k_llama_build_info},
+                       {"object", "chat.completion.chunk"}});
+    }
+  }
+}
+
+void LlamaFormatter::append_final(std::string& out, FinishReason finish, int prompt_tokens, int completion_tokens,
+                                  const LlamaTimings& timings, bool include_usage) const {
+  const auto timings_json = nlohmann::ordered_json::parse(llama_timings_json(timings));
+  if (m_endpoint == Endpoint::completions) {
+    // to_json_oaicompat of the final result: usage always, timings last.
+    append_event(out,
+                 nlohmann::ordered_json{
+                     {"choices",
+                      nlohmann::ordered_json::array({nlohmann::ordered_json{
+                          {"text", ""}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_name(finish)}}})},
+                     {"created", m_created},
+                     {"model", m_model},
+                     {"system_fingerprint", k_llama_build_info},
+                     {"object", "text_completion"},
+                     {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                     {"id", m_id},
+                     {"timings", timings_json}});
+    return;
+  }
+  nlohmann::ordered_json finish_chunk{
+      {"choices",
+       nlohmann::ordered_json::array({nlohmann::ordered_json{
+           {"finish_reason", finish_name(finish)}, {"index", 0}, {"delta", nlohmann::ordered_json::object()}}})},
+      {"created", m_created},
+      {"id", m_id},
+      {"model", m_model},
+      {"system_fingerprint", k_llama_build_info},
+      {"object", "chat.completion.chunk"}};
+  if (!include_usage) {
+    finish_chunk["timings"] = timings_json;
+    append_event(out, finish_chunk);
+    return;
+  }
+  append_event(out, finish_chunk);
+  append_event(out, nlohmann::ordered_json{{"choices", nlohmann::ordered_json::array()},
+                                           {"created", m_created},
+                                           {"id", m_id},
+                                           {"model", m_model},
+                                           {"system_fingerprint", k_llama_build_info},
+                                           {"object", "chat.completion.chunk"},
+                                           {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                                           {"timings", timings_json}});
+}
+
+std::string LlamaFormatter::full_response(int prompt_tokens, int completion_tokens, FinishReason finish,
+                                          const LlamaTimings& timings) const {
+  std::string text;
+  append_token_text(text, m_text_seed, 0, completion_tokens);
+  nlohmann::ordered_json choice = m_endpoint == Endpoint::completions
+                                      ? nlohmann::ordered_json{{"text", text},
+                                                               {"index", 0},
+                                                               {"logprobs", nullptr},
+                                                               {"finish_reason", finish_name(finish)}}
+                                      : nlohmann::ordered_json{{"finish_reason", finish_name(finish)},
+                                                               {"index", 0},
+                                                               {"message", {{"role", "assistant"}, {"content", text}}}};
+  return nlohmann::ordered_json{{"choices", nlohmann::ordered_json::array({choice})},
+                                {"created", m_created},
+                                {"model", m_model},
+                                {"system_fingerprint", k_llama_build_info},
+                                {"object", m_endpoint == Endpoint::completions ? "text_completion" : "chat.completion"},
+                                {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                                {"id", m_id},
+                                {"timings", nlohmann::ordered_json::parse(llama_timings_json(timings))}}
+      .dump();
+}
+
 } // namespace specctl::sim

@@ -48,6 +48,11 @@ int dispatch(int argc, char** argv) {
     return run_nvidia_smi(std::span(args).subspan(1));
   }
   auto options = parse_args(args);
+  if (!options && options.error().style == ArgStyle::llamacpp) {
+    // common_params_parse prints the exception text; llama-server's main returns 1.
+    print_text(2, options.error().message + "\n");
+    return k_exit_failures;
+  }
   if (!options) {
     // argparse's shape: the usage, then "prog: error: message", exit 2.
     print_text(2, usage_text());

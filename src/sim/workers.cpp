@@ -29,6 +29,7 @@ constexpr const char* k_env_rank = "SPECSIM_WORKER_RANK";
 constexpr const char* k_env_dir = "SPECSIM_WORKER_DIR";
 constexpr const char* k_env_parent = "SPECSIM_WORKER_PARENT";
 constexpr const char* k_env_detach = "SPECSIM_WORKER_DETACH";
+constexpr const char* k_env_name = "SPECSIM_WORKER_NAME";
 
 // The worker reads the server's pipe on this descriptor.
 constexpr int k_worker_pipe_fd = 3;
@@ -39,10 +40,6 @@ constexpr std::chrono::seconds k_worker_exit_timeout{2};
 constexpr std::chrono::milliseconds k_reap_poll_interval{10};
 // Linux keeps 15 characters of a process name (comm).
 constexpr std::size_t k_comm_length = 15;
-
-std::string worker_name(int rank) {
-  return fmt::format("sglang::scheduler_TP{}", rank);
-}
 
 std::vector<int> visible_devices(int gpu_count) {
   std::vector<int> devices;
@@ -133,8 +130,9 @@ WorkerPool::~WorkerPool() {
   }
 }
 
-std::expected<WorkerPool, std::string> WorkerPool::spawn(int tp_size, int gpu_count,
+std::expected<WorkerPool, std::string> WorkerPool::spawn(const std::vector<std::string>& names, int gpu_count,
                                                          const std::filesystem::path& state_dir, Detach detach) {
+  const int tp_size = static_cast<int>(names.size());
   auto executable = self_executable();
   if (!executable) {
     return std::unexpected(executable.error());
@@ -191,13 +189,14 @@ std::expected<WorkerPool, std::string> WorkerPool::spawn(int tp_size, int gpu_co
     env_storage.push_back(fmt::format("{}={}", k_env_dir, state_dir.string()));
     env_storage.push_back(fmt::format("{}={}", k_env_parent, ::getpid()));
     env_storage.push_back(fmt::format("{}={}", k_env_detach, detach == Detach::yes ? 1 : 0));
+    env_storage.push_back(fmt::format("{}={}", k_env_name, names[static_cast<std::size_t>(rank)]));
     std::vector<char*> envp;
     for (auto& entry : env_storage) {
       envp.push_back(entry.data());
     }
     envp.push_back(nullptr);
     // argv is just the name, so /proc/PID/cmdline reads like SGLang's setproctitle.
-    std::string name = worker_name(rank);
+    std::string name = names[static_cast<std::size_t>(rank)];
     std::array<char*, 2> argv{name.data(), nullptr};
 
     pid_t pid = 0;
@@ -210,6 +209,7 @@ std::expected<WorkerPool, std::string> WorkerPool::spawn(int tp_size, int gpu_co
                                     .rank = rank,
                                     .gpu = gpu,
                                     .start_time = process_start_time(pid).value_or(0),
+                                    .name = name,
                                     .pipe = std::move(write_end)});
   }
   pool.m_state_dir = state_dir;
@@ -222,11 +222,8 @@ void WorkerPool::set_used_mib(long mib) {
     if (worker.reaped) {
       continue;
     }
-    const AppEntry entry{.pid = worker.pid,
-                         .name = worker_name(worker.rank),
-                         .gpu = worker.gpu,
-                         .used_mib = mib,
-                         .start_time = worker.start_time};
+    const AppEntry entry{
+        .pid = worker.pid, .name = worker.name, .gpu = worker.gpu, .used_mib = mib, .start_time = worker.start_time};
     // A state directory that vanished only makes nvidia-smi show less; serving goes on.
     (void)write_app_entry(m_state_dir, entry);
   }
@@ -249,14 +246,13 @@ bool is_worker_process() {
 }
 
 int run_worker() {
-  const int rank = env_number<int>(k_env_rank);
+  const std::string name = env_or_empty(k_env_name).empty() ? "specsim::worker" : std::string(env_or_empty(k_env_name));
   const pid_t parent = env_number<pid_t>(k_env_parent);
   const bool detached = env_or_empty(k_env_detach) == "1";
   const std::filesystem::path dir(std::string(env_or_empty(k_env_dir)));
-  for (const char* name : {k_env_rank, k_env_parent, k_env_detach, k_env_dir}) {
-    ::unsetenv(name);
+  for (const char* variable : {k_env_rank, k_env_parent, k_env_detach, k_env_dir, k_env_name}) {
+    ::unsetenv(variable);
   }
-  const std::string name = worker_name(rank);
   ::prctl(PR_SET_NAME, name.substr(0, k_comm_length).c_str(), 0, 0, 0);
 
   sigset_t mask;

@@ -191,7 +191,7 @@ bool is_worker_cmdline(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
   std::string cmdline;
   std::getline(in, cmdline, '\0');
-  return cmdline.starts_with("sglang::scheduler");
+  return cmdline.starts_with("sglang::scheduler") || cmdline.starts_with("VLLM::");
 }
 
 } // namespace
@@ -324,7 +324,8 @@ CommandResult GpuDir::nvidia_smi(const std::vector<std::string>& args) const {
   return run_command(argv, {{"SPECSIM_GPU_DIR", path().string()}});
 }
 
-Server::Server(std::vector<std::string> extra_args, Defaults defaults, const std::string& gpu_config)
+Server::Server(std::vector<std::string> extra_args, Defaults defaults, const std::string& gpu_config,
+               const std::map<std::string, std::string>& env)
     : m_port(free_port()) {
   if (!gpu_config.empty()) {
     std::ofstream(m_gpus.path() / "config") << gpu_config;
@@ -343,7 +344,7 @@ Server::Server(std::vector<std::string> extra_args, Defaults defaults, const std
     }
     argv.push_back(arg);
   }
-  m_process.emplace(argv, m_logs.path() / "server.log");
+  m_process.emplace(argv, m_logs.path() / "server.log", env);
 }
 
 Server::~Server() {
@@ -369,6 +370,10 @@ bool Server::wait_ready(std::chrono::milliseconds timeout) {
              },
              timeout) &&
          m_process->running();
+}
+
+bool Server::wait_health(long status, std::chrono::milliseconds timeout) {
+  return wait_until([&] { return http_get(url("/health"), k_short_request_timeout).status == status; }, timeout);
 }
 
 bool Server::wait_log(const std::string& text, std::chrono::milliseconds timeout) {

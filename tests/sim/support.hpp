@@ -121,7 +121,7 @@ private:
 class Server {
 public:
   explicit Server(std::vector<std::string> extra_args, Defaults defaults = Defaults::yes,
-                  const std::string& gpu_config = "");
+                  const std::string& gpu_config = "", const std::map<std::string, std::string>& env = {});
   ~Server();
 
   int port() const { return m_port; }
@@ -131,6 +131,8 @@ public:
   std::string log() const;
   // /health answers 200 within the timeout.
   bool wait_ready(std::chrono::milliseconds timeout = k_ready_timeout);
+  // /health answers `status` within the timeout.
+  bool wait_health(long status, std::chrono::milliseconds timeout = k_ready_timeout);
   // The log contains `text` within the timeout.
   bool wait_log(const std::string& text, std::chrono::milliseconds timeout = k_ready_timeout);
 

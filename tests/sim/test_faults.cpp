@@ -76,7 +76,7 @@ TEST_CASE("fault oom: torch.OutOfMemoryError, then exit 1") {
 
 TEST_CASE("fault hang: loading stops, the log goes quiet, the port never opens") {
   Server server({"--sim-load-time", "0.4s", "--sim-fault", "hang:0.5"});
-  REQUIRE(server.wait_log("Loading safetensors checkpoint shards:"));
+  REQUIRE(server.wait_log("Multi-thread loading shards:"));
   // Three load times later it is still there, still refusing, still silent.
   std::this_thread::sleep_for(1200ms);
   const auto log = server.log();

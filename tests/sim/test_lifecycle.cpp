@@ -47,11 +47,11 @@ TEST_CASE("specsim refuses connections while loading, then is ready after the lo
         "[TP1]",
         "Init torch distributed begin.",
         "Load weight begin. avail mem=",
-        "Loading safetensors checkpoint shards:   0% Completed | 0/64 [00:00<?, ?it/s]",
-        "Loading safetensors checkpoint shards: 100% Completed | 64/64 [",
-        "Load weight end. type=DeepseekV3ForCausalLM",
-        "Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]",
-        "Loading safetensors checkpoint shards: 100% Completed | 1/1 [",
+        "Multi-thread loading shards:   0% Completed | 0/64 [00:00<?, ?it/s]",
+        "Multi-thread loading shards: 100% Completed | 64/64 [",
+        "Load weight end. elapsed=",
+        "Multi-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]",
+        "Multi-thread loading shards: 100% Completed | 1/1 [",
         "KV Cache is allocated. #tokens: ",
         "Capture cuda graph begin. This can take up to several minutes.",
         "Capture cuda graph end. Time elapsed: ",
@@ -75,12 +75,12 @@ TEST_CASE("specsim refuses connections while loading, then is ready after the lo
   {
     // Log lines carry SGLang's prefix; load progress has tqdm's bar format.
     const std::regex prefixed(R"(^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP\d+)?\] .*)");
-    const std::regex bar(R"(^Loading safetensors checkpoint shards: +\d+% Completed \| \d+/(64|1) )"
+    const std::regex bar(R"(^Multi-thread loading shards: +\d+% Completed \| \d+/(64|1) )"
                          R"(\[\d\d:\d\d<(\d\d:\d\d|\?), +([\d.]+(it/s|s/it)|\?it/s)\]$)");
     std::istringstream lines(log);
     int bars = 0;
     for (std::string line; std::getline(lines, line);) {
-      if (line.starts_with("Loading safetensors")) {
+      if (line.starts_with("Multi-thread loading")) {
         CAPTURE(line);
         CHECK(std::regex_match(line, bar));
         ++bars;
@@ -149,5 +149,5 @@ TEST_CASE("--log-level warning hides SGLang's info lines but not the load bars")
   const std::string log = server.log();
   CHECK(log.find("Load weight begin") == std::string::npos);
   CHECK(log.find("fired up") == std::string::npos);
-  CHECK(log.find("Loading safetensors checkpoint shards: 100% Completed | 64/64") != std::string::npos);
+  CHECK(log.find("Multi-thread loading shards: 100% Completed | 64/64") != std::string::npos);
 }

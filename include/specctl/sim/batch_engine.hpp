@@ -12,6 +12,12 @@ namespace specctl::sim {
 
 using RequestId = std::uint64_t;
 
+// Who sent a request: a client, the server's own warm-up, or a health check
+// that generates (SGLang's /health). Engines count all three in their stats.
+enum class RequestKind { user, warmup, health };
+
+std::string_view request_kind_name(RequestKind kind);
+
 // Tokens a request gained at the end of a step.
 struct Emission {
   RequestId id = 0;
@@ -19,6 +25,9 @@ struct Emission {
   bool first = false;
   bool finished = false;
   double arrival_s = 0.0;
+  // Verify passes behind these tokens (1 for a speculative decode step, else 0):
+  // tokens - verify_passes drafts were accepted.
+  int verify_passes = 0;
 };
 
 // A finished request's timeline in model seconds.
@@ -29,6 +38,11 @@ struct CompletedRequest {
   double arrival_s = 0.0;
   double first_token_s = 0.0;
   double finish_s = 0.0;
+  RequestKind kind = RequestKind::user;
+  // Speculation: verify passes and the decode tokens they produced (accepted
+  // drafts = spec_tokens - verify_passes; drafted = verify_passes x depth).
+  long verify_passes = 0;
+  long spec_tokens = 0;
 };
 
 enum class StepKind { idle, prefill, decode };
@@ -60,7 +74,8 @@ public:
   const PerfModel& model() const { return m_model; }
 
   // not_before_s delays the request's prefill (the slow-first-token fault).
-  void add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s);
+  void add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s,
+           RequestKind kind = RequestKind::user);
   bool cancel(RequestId id);
 
   // Plans and prices one step starting at now_s; its emissions take effect at
@@ -69,6 +84,12 @@ public:
 
   // When an idle engine has delayed requests, the model time they become due.
   std::optional<double> next_wakeup_s() const;
+
+  // Draft tokens one verify pass checks (0 without speculation).
+  int draft_depth() const { return m_model.max_accept_length() - 1; }
+  // The most requests that run at once (SGLang's max_running_requests,
+  // vLLM's --max-num-seqs, llama.cpp's slots).
+  int max_running() const;
 
   int running() const { return static_cast<int>(m_running.size()); }
   int waiting() const { return static_cast<int>(m_waiting.size()); }
@@ -86,6 +107,8 @@ private:
     double first_token_s = 0.0;
     double accept_phase = 0.0;
     long verify_passes = 0;
+    long spec_tokens = 0;
+    RequestKind kind = RequestKind::user;
   };
 
   StepResult prefill(double now_s);

@@ -32,6 +32,15 @@ struct ServerContext {
   long created = 0; // unix seconds the server came up
   // Set when warm-up is done: /health answers 200 from then on.
   bool ready = false;
+  Engine engine = Engine::sglang;
+  // SGLang: each /health after warm-up runs a one-token generation
+  // (http_server.py; off with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0).
+  bool health_generates = true;
+  // Draft tokens per verify pass, for the drafted counts (0 without speculation).
+  int draft_depth = 0;
+  // llama.cpp: generations still streaming, and the shutdown waiting for them.
+  int active_generations = 0;
+  std::function<void()> on_generation_done;
 
   // The faults that act on requests.
   FractionPicker http_500{0.0};
@@ -51,7 +60,13 @@ class HttpServer {
 public:
   HttpServer(boost::asio::io_context& io, ServerContext& context);
 
-  // Binds and listens on host:port (like uvicorn, with SO_REUSEADDR).
+  // Binds host:port with SO_REUSEADDR (uvicorn, cpp-httplib) and, with
+  // ReusePort::yes, SO_REUSEPORT (vLLM's create_server_socket).
+  enum class ReusePort { no, yes };
+  std::expected<void, std::error_code> bind(const std::string& host, int port, ReusePort reuse_port = ReusePort::no);
+  // Listens on the bound socket: connections are refused until then.
+  std::expected<void, std::error_code> listen();
+  // bind() then listen().
   std::expected<void, std::error_code> listen(const std::string& host, int port);
   void start();
   void stop();
@@ -69,5 +84,11 @@ std::string models_body(const ServerContext& context);
 std::string model_info_body(const ServerContext& context);
 std::string server_info_body(const ServerContext& context);
 std::string sim_requests_body(const ServerContext& context);
+// The id a response carries, as the engine spells it (llama.cpp prefixes "chatcmpl-"
+// to completions too): the truth and /sim/requests name requests the same way.
+std::string wire_response_id(const ServerContext& context, RequestId id);
+// GET /sim/truth: what the simulated speculation really did, since boot and
+// per finished request, for tests to hold a client's reading against.
+std::string sim_truth_body(const ServerContext& context);
 
 } // namespace specctl::sim

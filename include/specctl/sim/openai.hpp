@@ -74,4 +74,48 @@ private:
   std::string m_token_mid; // ","logprobs":null,"finish_reason":  (or "},"logprobs"...)
 };
 
+// One request's `timings` as llama.cpp reports them (server_slot_stats::to_json
+// in tools/server/server-common.cpp); draft_n and draft_n_accepted only when
+// something was drafted.
+struct LlamaTimings {
+  long cache_n = 0;
+  long prompt_n = 0;
+  double prompt_ms = 0.0;
+  long predicted_n = 0;
+  double predicted_ms = 0.0;
+  long draft_n = 0;
+  long draft_n_accepted = 0;
+};
+
+std::string llama_timings_json(const LlamaTimings& timings);
+
+// llama-server's events (tools/server/server-task.cpp, keys in its order):
+// completions send one event per token and a last one with empty text,
+// finish_reason, usage and timings; chat sends a role-only first delta
+// (content null), one delta per token, a finish_reason-only delta, then (with
+// include_usage) {"choices": [], "usage": ...}; timings ride on the last.
+class LlamaFormatter {
+public:
+  LlamaFormatter(Endpoint endpoint, std::string_view id, long created, std::string_view model, std::uint64_t text_seed);
+
+  void append_role(std::string& out) const;
+  // Tokens [first, first + count), one event each.
+  void append_tokens(std::string& out, long first, int count) const;
+  void append_final(std::string& out, FinishReason finish, int prompt_tokens, int completion_tokens,
+                    const LlamaTimings& timings, bool include_usage) const;
+  std::string full_response(int prompt_tokens, int completion_tokens, FinishReason finish,
+                            const LlamaTimings& timings) const;
+
+private:
+  Endpoint m_endpoint;
+  std::string m_id;
+  long m_created;
+  std::string m_model;
+  std::uint64_t m_text_seed;
+};
+
+// llama.cpp's llama_build_info(): "b<build>-<commit>"; a build without git
+// information says "b0-unknown", as the capture in tests/data/engine-logs/llamacpp-3f545bec does.
+inline constexpr std::string_view k_llama_build_info = "b0-unknown";
+
 } // namespace specctl::sim

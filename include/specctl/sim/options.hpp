@@ -19,6 +19,13 @@ std::string_view spec_algorithm_name(SpecAlgorithm algorithm);
 
 enum class LogLevel { debug, info, warning, error };
 
+// Whose personality specsim wears (`--sim-engine`): the command line, the log,
+// the health endpoint and the event stream of that engine. docs/specsim.md
+// says which engine source file each behaviour comes from.
+enum class Engine { sglang, vllm, llamacpp };
+
+std::string_view engine_name(Engine engine);
+
 // The SGLang `launch_server` flags specsim understands, with SGLang's defaults.
 struct ServerArgs {
   std::string model_path;
@@ -28,6 +35,8 @@ struct ServerArgs {
   bool disable_cuda_graph = false;
   std::optional<int> cuda_graph_max_bs;
   std::vector<int> cuda_graph_bs;
+  std::string cuda_graph_backend_decode;  // --cuda-graph-backend-decode
+  std::string cuda_graph_backend_prefill; // --cuda-graph-backend-prefill
   bool disable_custom_all_reduce = false;
   bool enable_flashinfer_allreduce_fusion = false;
   bool enable_nccl_nvls = false;
@@ -45,6 +54,31 @@ struct ServerArgs {
   bool skip_server_warmup = false;
 };
 
+// vLLM-only flags, kept as given (the JSON ones are also mapped onto ServerArgs).
+struct VllmArgs {
+  std::string speculative_config;  // --speculative-config JSON
+  std::string compilation_config;  // --compilation-config JSON
+  std::string speculative_method;  // "eagle3", "mtp", ... from the JSON
+  std::optional<int> max_num_seqs; // --max-num-seqs
+  std::string served_model_name;   // --served-model-name
+};
+
+// llama.cpp `llama-server` flags (common/arg.cpp at 3f545bec), with its defaults.
+struct LlamaArgs {
+  std::string draft_model;             // -md/--model-draft/--spec-draft-model
+  std::vector<std::string> spec_types; // --spec-type, comma-separated, repeatable
+  int draft_n_max = 3;                 // common_params_speculative_draft::n_max
+  int draft_n_min = 0;
+  int ctx_size = 0; // -c; 0: the model's own (4096 per slot here)
+  int parallel = 4; // -np; "auto" resolves to 4 (tools/server/server.cpp)
+  int threads = -1; // -t
+  bool metrics = false;
+  bool warmup = true;
+  std::string alias; // -a/--alias: the served model name
+  // Speculation runs only with a draft model and the draft-simple type.
+  bool speculates() const;
+};
+
 // The simulation-only `--sim-*` flags.
 struct SimArgs {
   std::chrono::milliseconds load_time{5000};
@@ -53,22 +87,34 @@ struct SimArgs {
   FaultSet faults;
   std::string gpu_dir; // empty: $SPECSIM_GPU_DIR, then a per-user default
   std::uint64_t seed = 0;
+  // SGLang's single-threaded loader bar ("Loading safetensors checkpoint
+  // shards") instead of the default multi-threaded one (--sim-loader).
+  bool single_thread_loader = false;
 };
 
 struct Options {
+  Engine engine = Engine::sglang;
   ServerArgs server;
+  VllmArgs vllm;
+  LlamaArgs llama;
   SimArgs sim;
   bool help = false;
 };
 
-// An argparse-style complaint: the text after "specsim: error: ".
+// A command-line complaint. argparse's (SGLang, vLLM): the text after
+// "specsim: error: ", after the usage, exit 2. llama.cpp's: printed as is,
+// exit 1 (common_params_parse prints the exception text; main returns 1).
+enum class ArgStyle { argparse, llamacpp };
 struct ArgError {
   std::string message;
+  ArgStyle style = ArgStyle::argparse;
 };
 
-// Parses the arguments after the program name the way SGLang's argparse
-// parser does: separate values (`--tp-size 8`) or `--flag=value`, every
-// unknown token reported at once, required flags checked first.
+// Parses the arguments after the program name. `--sim-engine X` (anywhere,
+// default sglang) picks the personality; the rest is parsed the way that
+// engine parses it: SGLang's and vLLM's argparse (separate values or
+// `--flag=value`, every unknown token reported at once) or llama.cpp's
+// common_params_parse (the first unknown argument is fatal).
 std::expected<Options, ArgError> parse_args(std::span<const std::string> args);
 
 // argparse's one-line usage and the full --help text.

@@ -79,6 +79,8 @@ struct Variant {
   double attention_factor = 1.0;
   std::optional<SpecConfig> spec;
   double mem_fraction_static = 0.85;
+  // Requests that run at once; 0: the profile's max_running_requests.
+  int max_running = 0;
 };
 
 struct VariantResult {

@@ -3,6 +3,7 @@
 #include <specctl/sim/batch_engine.hpp>
 #include <specctl/sim/log.hpp>
 #include <specctl/sim/metrics.hpp>
+#include <specctl/sim/options.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,6 +21,8 @@ public:
   virtual ~TokenSink() = default;
   // `tokens` more tokens (one verify step's worth with speculation).
   virtual void on_tokens(int tokens, bool finished) = 0;
+  // The same with the verify passes behind them; sinks that count drafts override it.
+  virtual void on_emission(const Emission& emission) { on_tokens(emission.tokens, emission.finished); }
 };
 
 struct SchedulerConfig {
@@ -27,6 +30,12 @@ struct SchedulerConfig {
   int decode_log_interval = 40;
   std::uint64_t seed = 0;
   long kv_capacity_tokens = 1;
+  Engine engine = Engine::sglang;
+  // vLLM's stats log interval (VLLM_LOG_STATS_INTERVAL, 10 s), in wall seconds
+  // at speed 1; divided by the speed like every simulated duration.
+  double stats_interval_s = 10.0;
+  // llama.cpp's slots (-np), for the slot id of its per-request lines.
+  int slots = 4;
 };
 
 // Steps the BatchEngine in real time on the server's event loop: each step's
@@ -41,7 +50,7 @@ public:
   // Queues a request; the sink hears every token. first_token_delay is model
   // time (the slow-first-token fault).
   void submit(RequestId id, int prompt_tokens, int target_tokens, std::chrono::milliseconds first_token_delay,
-              std::shared_ptr<TokenSink> sink);
+              std::shared_ptr<TokenSink> sink, RequestKind kind = RequestKind::user);
   // Forgets a request whose client went away.
   void cancel(RequestId id);
 
@@ -58,6 +67,10 @@ private:
   void finish_step();
   void deliver(const StepResult& step);
   void log_step(const StepResult& step);
+  void log_sglang_step(const StepResult& step);
+  void log_completed(const CompletedRequest& done);
+  void schedule_stats_log();
+  void log_vllm_stats();
   Clock::time_point deadline_for(double model_s) const;
   double model_time_at(Clock::time_point when) const;
 
@@ -82,6 +95,17 @@ private:
   double m_interval_model_s = 0.0;
   long m_interval_spec_tokens = 0;
   long m_interval_verify_passes = 0;
+
+  // Since vLLM's last stats line (wall clock, like its logger).
+  boost::asio::steady_timer m_stats_timer;
+  Clock::time_point m_stats_since;
+  long m_stats_prompt_tokens = 0;
+  long m_stats_generation_tokens = 0;
+  long m_stats_drafts = 0;
+  long m_stats_draft_tokens = 0;
+  long m_stats_accepted = 0;
+  std::vector<long> m_stats_accepted_per_pos;
+  bool m_stats_last_busy = false;
 };
 
 } // namespace specctl::sim

@@ -16,7 +16,7 @@ namespace specctl::sim {
 enum class Detach { no, yes };
 
 // The TP worker processes of one server, each a re-executed specsim named
-// like SGLang's schedulers (`sglang::scheduler_TP0`), registered in the GPU
+// like the engine's (SGLang's `sglang::scheduler_TP0`, vLLM's `VLLM::Worker_TP0`), registered in the GPU
 // state directory with the "memory" it holds while it lives. The server
 // writes the entries itself, so nvidia-smi agrees with the log the moment a
 // line is printed; nvidia-smi counts an entry only while its process lives.
@@ -34,8 +34,10 @@ public:
   // Closes the pipes; waits (bounded) for tied workers to exit.
   ~WorkerPool();
 
-  // GPUs follow CUDA_VISIBLE_DEVICES when set, else rank i uses GPU i.
-  static std::expected<WorkerPool, std::string> spawn(int tp_size, int gpu_count,
+  // One worker per name (rank i is names[i]; the name is its whole argv, as
+  // the engine's setproctitle leaves it). GPUs follow CUDA_VISIBLE_DEVICES
+  // when set, else rank i uses GPU i.
+  static std::expected<WorkerPool, std::string> spawn(const std::vector<std::string>& names, int gpu_count,
                                                       const std::filesystem::path& state_dir, Detach detach);
 
   // Sets the memory every live worker holds, in MiB.
@@ -49,6 +51,7 @@ private:
     int rank = 0;
     int gpu = 0;
     unsigned long long start_time = 0;
+    std::string name{};
     UniqueFd pipe{};
     bool reaped = false;
   };
