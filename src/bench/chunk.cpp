@@ -10,7 +10,7 @@ namespace {
 constexpr int k_max_depth = 64;
 
 // Where in the chunk a value sits, so only the interesting ones are recorded.
-enum class Place { other, root, choices, first_choice, delta, usage, error };
+enum class Place { other, root, choices, first_choice, delta, usage, usage_details, timings, error };
 
 class Scanner {
 public:
@@ -153,7 +153,12 @@ private:
       if (key == "error") {
         return Place::error;
       }
+      if (key == "timings") {
+        return Place::timings;
+      }
       return Place::other;
+    case Place::usage:
+      return key == "prompt_tokens_details" ? Place::usage_details : Place::other;
     case Place::first_choice:
       return key == "delta" ? Place::delta : Place::other;
     default:
@@ -190,6 +195,26 @@ private:
       break;
     default:
       break;
+    }
+  }
+
+  // A number under llama.cpp's "timings", the text of which starts at `start`.
+  void record_timing(std::string_view key, std::int64_t integer, bool is_integer, std::size_t start) {
+    m_out.has_timings = true;
+    if (key == "predicted_per_second") {
+      double value = 0;
+      const auto [end, ec] = std::from_chars(m_text.data() + start, m_text.data() + m_pos, value);
+      if (ec == std::errc{} && end == m_text.data() + m_pos) {
+        m_out.timings_predicted_per_second = value;
+      }
+    } else if (!is_integer) {
+      return;
+    } else if (key == "predicted_n") {
+      m_out.timings_predicted_n = integer;
+    } else if (key == "draft_n") {
+      m_out.timings_draft_n = integer;
+    } else if (key == "draft_n_accepted") {
+      m_out.timings_draft_accepted = integer;
     }
   }
 
@@ -261,6 +286,7 @@ private:
     if (c == '-' || is_digit(c)) {
       std::int64_t integer = 0;
       bool is_integer = false;
+      const std::size_t start = m_pos;
       if (!number(integer, is_integer)) {
         return false;
       }
@@ -270,6 +296,10 @@ private:
         } else if (key == "prompt_tokens") {
           m_out.prompt_tokens = integer;
         }
+      } else if (place == Place::usage_details && is_integer && key == "cached_tokens") {
+        m_out.cached_tokens = integer;
+      } else if (place == Place::timings) {
+        record_timing(key, integer, is_integer, start);
       }
       if (place == Place::root && key == "error") {
         m_out.has_error = true;

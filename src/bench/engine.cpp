@@ -190,12 +190,42 @@ int Engine::collect(std::vector<RequestRecord>& records) {
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, &private_data);
     auto* stream = reinterpret_cast<Stream*>(private_data);
     curl_multi_remove_handle(m_multi.get(), easy);
+    if (stream->resend_after(code)) {
+      if (CURLMcode rc = curl_multi_add_handle(m_multi.get(), easy); rc == CURLM_OK) {
+        int running = 0;
+        curl_multi_socket_action(m_multi.get(), CURL_SOCKET_TIMEOUT, 0, &running);
+        continue;
+      }
+    }
     records.push_back(stream->finish(code));
     std::erase(m_busy, stream);
     m_idle.push_back(stream);
     ++finished;
   }
   return finished;
+}
+
+int Engine::end_stalled(std::vector<RequestRecord>& records) {
+  const auto idle = m_options.request.idle_timeout;
+  if (idle <= std::chrono::milliseconds::zero()) {
+    return 0;
+  }
+  const auto now = Clock::now();
+  int ended = 0;
+  for (std::size_t i = 0; i < m_busy.size();) {
+    Stream* stream = m_busy[i];
+    if (now - stream->last_activity() < idle) {
+      ++i;
+      continue;
+    }
+    curl_multi_remove_handle(m_multi.get(), stream->handle());
+    records.push_back(
+        stream->abandon(FailureKind::stalled, fmt::format("no byte came for {} ms (idle timeout)", idle.count())));
+    m_busy.erase(m_busy.begin() + static_cast<std::ptrdiff_t>(i));
+    m_idle.push_back(stream);
+    ++ended;
+  }
+  return ended;
 }
 
 void Engine::abandon_all(std::vector<RequestRecord>& records, FailureKind kind, const std::string& why) {
@@ -331,7 +361,8 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
       until = std::min(until, next_progress);
     }
     poll_once(until);
-    if (collect(level.records) > 0) {
+    const int collected = collect(level.records);
+    if (collected + end_stalled(level.records) > 0) {
       last_end = Clock::now();
       for (; counted < level.records.size(); ++counted) {
         const auto& record = level.records[counted];
@@ -340,6 +371,9 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
           tokens += record.output_tokens;
         } else {
           ++failed;
+          if (m_options.on_request_failed) {
+            m_options.on_request_failed();
+          }
         }
       }
     }

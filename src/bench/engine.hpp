@@ -65,6 +65,8 @@ private:
   void poll_once(Clock::time_point until);
   // Moves finished transfers into `records`; returns how many.
   int collect(std::vector<RequestRecord>& records);
+  // Ends the transfers that received no byte for the idle timeout, as stalled; returns how many.
+  int end_stalled(std::vector<RequestRecord>& records);
   void abandon_all(std::vector<RequestRecord>& records, FailureKind kind, const std::string& why);
   bool stop_requested() const;
 

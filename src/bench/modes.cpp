@@ -29,6 +29,9 @@ void warm_up(detail::Engine& engine, const RunOptions& options) {
   if (options.warmup > 0) {
     engine.run_level(detail::LevelPlan{"warmup", options.warmup, options.warmup, {}});
   }
+  if (options.on_measured_start) {
+    options.on_measured_start();
+  }
 }
 
 std::string format_rate(double rate) {

@@ -118,7 +118,26 @@ nlohmann::json to_json(const LevelResult& level) {
         {"cpu_us_per_event",
          number(level.events > 0 ? level.client_cpu_s * 1e6 / static_cast<double>(level.events) : NAN)}}},
       {"warnings", level.warnings},
+      {"resent", level.resent},
   };
+  // What the server said of the requests itself (llama.cpp timings, prefix-cache
+  // hits), only when it said it: a figure from the server is named as such.
+  nlohmann::json server = nlohmann::json::object();
+  const auto put = [&](const char* key, std::int64_t value) {
+    if (value >= 0) {
+      server[key] = value;
+    }
+  };
+  put("draft_tokens", level.draft_tokens);
+  put("draft_accepted", level.draft_accepted);
+  put("predicted_tokens", level.server_predicted_n);
+  put("cached_prompt_tokens", level.cached_prompt_tokens);
+  if (level.server_tok_s > 0) {
+    server["decode_tok_s_mean"] = level.server_tok_s;
+  }
+  if (!server.empty()) {
+    out["server_reported"] = server;
+  }
   if (level.rate) {
     out["rate"] = number(*level.rate);
     out["burstiness"] = level.burstiness;
@@ -215,6 +234,11 @@ nlohmann::json request_to_json(const RequestRecord& r, std::string_view phase) {
           {"e2e_ms", number(r.e2e_ms)},
           {"tpot_ms", number(r.tpot_ms)},
           {"chunk_tokens_exact", r.chunk_tokens_exact},
+          {"resends", r.resends},
+          {"cached_tokens", r.cached_tokens >= 0 ? nlohmann::json(r.cached_tokens) : nlohmann::json(nullptr)},
+          {"server_tok_s", r.server_tok_s >= 0 ? nlohmann::json(r.server_tok_s) : nlohmann::json(nullptr)},
+          {"draft_tokens", r.draft_tokens >= 0 ? nlohmann::json(r.draft_tokens) : nlohmann::json(nullptr)},
+          {"draft_accepted", r.draft_accepted >= 0 ? nlohmann::json(r.draft_accepted) : nlohmann::json(nullptr)},
           {"chunks", chunks}};
 }
 
@@ -323,8 +347,9 @@ ProgressPrinter::Style ProgressPrinter::detect(std::FILE* out) {
 }
 
 std::string ProgressPrinter::line(const Progress& p) {
-  return fmt::format("{}: {}/{} requests, {:.0f} tok/s, {} failed, {:.1f}s", p.phase, p.done, p.total, p.tok_s,
-                     p.failed, p.elapsed_s);
+  // Completed requests only: a failed request is not progress.
+  return fmt::format("{}: {}/{} requests ok, {} failed, {:.0f} tok/s, {:.1f}s", p.phase, p.completed(), p.total,
+                     p.failed, p.tok_s, p.elapsed_s);
 }
 
 void ProgressPrinter::update(const Progress& progress) {

@@ -1,5 +1,6 @@
 #include <specctl/bench/result.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -45,6 +46,12 @@ std::string_view failure_name(FailureKind kind) {
     return "protocol";
   case FailureKind::interrupted:
     return "interrupted";
+  case FailureKind::closed_before_send:
+    return "closed_before_send";
+  case FailureKind::no_response:
+    return "no_response";
+  case FailureKind::stalled:
+    return "stalled";
   }
   return "protocol";
 }
@@ -57,12 +64,25 @@ void aggregate(LevelResult& level) {
   level.first_error = {};
   level.output_tokens = 0;
   level.tokens_from_chunks = 0;
+  level.resent = 0;
+  level.draft_tokens = -1;
+  level.draft_accepted = -1;
+  level.server_predicted_n = -1;
+  level.cached_prompt_tokens = -1;
+  level.server_tok_s = 0;
+  const auto add = [](std::int64_t& sum, int value) {
+    if (value >= 0) {
+      sum = std::max<std::int64_t>(sum, 0) + value;
+    }
+  };
+  std::vector<double> server_speed;
   std::vector<double> ttft;
   std::vector<double> tpot;
   std::vector<double> e2e;
   std::vector<double> user_speed;
   std::int64_t chunk_count = 0;
   for (const auto& r : level.records) {
+    level.resent += r.resends;
     if (!r.ok()) {
       ++level.failed;
       const auto k = static_cast<std::size_t>(*r.failure);
@@ -73,6 +93,13 @@ void aggregate(LevelResult& level) {
     }
     ++level.completed;
     level.output_tokens += r.output_tokens;
+    add(level.draft_tokens, r.draft_tokens);
+    add(level.draft_accepted, r.draft_accepted);
+    add(level.server_predicted_n, r.server_predicted_n);
+    add(level.cached_prompt_tokens, r.cached_tokens);
+    if (r.server_tok_s >= 0) {
+      server_speed.push_back(r.server_tok_s);
+    }
     if (r.token_source == TokenSource::chunks) {
       ++level.tokens_from_chunks;
     }
@@ -113,6 +140,7 @@ void aggregate(LevelResult& level) {
   });
   level.token_latency_ms = summarize(samples);
   level.per_user_tok_s = user_speed.empty() ? 0.0 : mean(user_speed);
+  level.server_tok_s = server_speed.empty() ? 0.0 : mean(server_speed);
   level.tokens_per_chunk =
       chunk_count > 0 ? static_cast<double>(level.output_tokens) / static_cast<double>(chunk_count) : 0.0;
   if (level.duration_s > 0) {

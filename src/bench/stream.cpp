@@ -14,6 +14,10 @@ constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
 constexpr std::size_t k_head_bytes = 200;
 // Chunk slots reserved up front, so most requests never reallocate in the write callback.
 constexpr std::size_t k_max_reserved_chunks = 4096;
+// Fresh connections tried for a request whose connection closed before an
+// answer: one is what a server that closes after every stream needs; more would
+// hide a server that accepts and drops every request.
+constexpr int k_max_resends = 2;
 // libcurl's read buffer per handle. Token events are a few hundred bytes; 8 KiB
 // holds dozens, and a thousand streams then need 8 MiB instead of 16.
 constexpr long k_read_buffer_bytes = 8 * 1024;
@@ -74,6 +78,10 @@ void Stream::begin(const std::string& body, int index, int prompt, Clock::time_p
   m_origin = intended;
   m_sent = intended;
   m_last_event = intended;
+  m_last_activity = std::max(intended, Clock::now());
+  m_written = false;
+  m_resends = 0;
+  curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 0L);
   m_status_known = false;
   m_done = false;
   m_any_json = false;
@@ -88,6 +96,8 @@ int Stream::on_send(void* user, char*, char*, int, int) {
   // curl calls this once the connection is ready, just before writing the request.
   auto* self = static_cast<Stream*>(user);
   self->m_sent = Clock::now();
+  self->m_written = true;
+  self->m_last_activity = self->m_sent;
   if (self->m_origin_kind == Origin::send) {
     self->m_origin = self->m_sent;
     self->m_last_event = self->m_sent;
@@ -109,6 +119,7 @@ bool Stream::on_bytes(std::string_view bytes, Clock::time_point now) {
     m_status_known = true;
   }
   m_bytes += static_cast<std::int64_t>(bytes.size());
+  m_last_activity = now;
   if (m_head.size() < k_head_bytes) {
     m_head.append(bytes.substr(0, k_head_bytes - m_head.size()));
   }
@@ -151,6 +162,16 @@ void Stream::on_event(std::string_view data, Clock::time_point now) {
   if (m_fields.completion_tokens >= 0) {
     m_usage_tokens = m_fields.completion_tokens;
   }
+  if (m_fields.cached_tokens >= 0) {
+    m_record.cached_tokens = static_cast<int>(m_fields.cached_tokens);
+  }
+  if (m_fields.has_timings) {
+    const auto narrow = [](std::int64_t v) { return static_cast<int>(std::clamp<std::int64_t>(v, -1, INT32_MAX)); };
+    m_record.server_predicted_n = narrow(m_fields.timings_predicted_n);
+    m_record.server_tok_s = m_fields.timings_predicted_per_second;
+    m_record.draft_tokens = narrow(m_fields.timings_draft_n);
+    m_record.draft_accepted = narrow(m_fields.timings_draft_accepted);
+  }
   if (!m_fields.finish_reason.empty()) {
     m_record.finish_reason = std::string(m_fields.finish_reason);
   }
@@ -181,6 +202,26 @@ void Stream::fail(FailureKind kind, std::string message) {
   }
 }
 
+bool Stream::resend_after(CURLcode code) {
+  const bool broke = code == CURLE_SEND_ERROR || code == CURLE_GOT_NOTHING || code == CURLE_RECV_ERROR;
+  if (!broke || m_bytes > 0 || m_resends >= k_max_resends || m_record.failure) {
+    return false;
+  }
+  // Nothing of an answer came: the server has nothing of this request to have
+  // worked on but its prompt, and a new connection is what any HTTP client tries.
+  ++m_resends;
+  CURL* h = m_easy.get();
+  curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+  m_curl_detail[0] = '\0';
+  m_sse.reset();
+  m_record.chunks.clear();
+  m_written = false;
+  m_status_known = false;
+  m_record.http_status = 0;
+  m_last_activity = Clock::now();
+  return true;
+}
+
 RequestRecord Stream::finish(CURLcode code) {
   if (!m_status_known) {
     curl_easy_getinfo(m_easy.get(), CURLINFO_RESPONSE_CODE, &m_record.http_status);
@@ -196,6 +237,15 @@ RequestRecord Stream::finish(CURLcode code) {
   } else if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
              code == CURLE_COULDNT_RESOLVE_PROXY) {
     fail(FailureKind::connect, detail);
+  } else if (m_bytes == 0 && (code == CURLE_SEND_ERROR || (!m_written && code != CURLE_OK))) {
+    fail(FailureKind::closed_before_send,
+         fmt::format("the connection closed before the request was written ({} fresh connections tried): {}", m_resends,
+                     detail));
+  } else if (m_bytes == 0 && (code == CURLE_GOT_NOTHING || code == CURLE_RECV_ERROR)) {
+    fail(FailureKind::no_response,
+         fmt::format("the request was written, then the connection closed with no answer ({} fresh connections "
+                     "tried): {}",
+                     m_resends, detail));
   } else if (code == CURLE_PARTIAL_FILE || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING ||
              code == CURLE_SEND_ERROR) {
     fail(FailureKind::cut_stream, fmt::format("the connection broke after {} chunks: {}", chunks, detail));
@@ -219,6 +269,7 @@ RequestRecord Stream::abandon(FailureKind kind, std::string message) {
 
 RequestRecord Stream::take() {
   RequestRecord& r = m_record;
+  r.resends = m_resends;
   r.start_s = std::chrono::duration<double>(m_origin - m_level_start).count();
   r.send_lag_ms = std::max(0.0, ms_between(m_intended, m_sent));
   auto& chunks = r.chunks;

@@ -41,8 +41,15 @@ public:
   void begin(const std::string& body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
              Origin origin);
 
+  // True when the transfer ended before any byte of an answer came on a
+  // connection that broke (closed by the server before or as the request was
+  // written), and a fresh connection may be tried: then it re-arms the handle
+  // for that, and the caller adds it to the multi handle again.
+  bool resend_after(CURLcode code);
   // Turns the finished transfer into its record.
   RequestRecord finish(CURLcode code);
+  // When the last byte came (or the request was written): for the idle timeout.
+  Clock::time_point last_activity() const { return m_last_activity; }
   // Records a transfer that will not finish (the run was stopped).
   RequestRecord abandon(FailureKind kind, std::string message);
 
@@ -75,6 +82,10 @@ private:
   Clock::time_point m_origin;
   Clock::time_point m_sent;
   Clock::time_point m_last_event;
+  Clock::time_point m_last_activity;
+  // The request reached the point of being written on its current connection.
+  bool m_written = false;
+  int m_resends = 0;
   bool m_status_known = false;
   bool m_done = false;
   bool m_any_json = false;

@@ -112,8 +112,10 @@ std::string truncate_columns(std::string s, std::size_t columns) {
 
 std::string bench_text(const bench::Progress& p) {
   // An open loop's total is an estimate, and may be unknown at first.
-  std::string requests = p.total > 0 ? fmt::format("{}/{} requests", p.done, p.total) : plural(p.done, "request");
-  return fmt::format("{}, {:.1f} tok/s, {}", requests, p.tok_s, plural(p.failed, "error"));
+  // Completed requests only: a failed request is not progress.
+  std::string requests =
+      p.total > 0 ? fmt::format("{}/{} requests ok", p.completed(), p.total) : plural(p.completed(), "request") + " ok";
+  return fmt::format("{}, {} failed, {:.1f} tok/s", requests, p.failed, p.tok_s);
 }
 
 std::string_view severity_prefix(Severity severity) {

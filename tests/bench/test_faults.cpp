@@ -154,3 +154,102 @@ TEST_CASE("bad options are refused before anything is sent") {
   });
   CHECK(server.served().empty());
 }
+
+TEST_CASE("a server that closes the connection after every stream loses no request") {
+  // llama.cpp's llama-server answers "Keep-Alive: timeout=5, max=100" and then
+  // closes the connection after every streamed response (seen on the real server,
+  // tools/server at 3f545bec). The scripted server closes 20 ms after each stream
+  // without reading what came meanwhile: a request sent on the kept connection in
+  // those 20 ms is never read, exactly the race the real server lost 7% of requests to.
+  ScriptServer server([](int, const std::string&, const std::string&) {
+    Behavior b;
+    b.tokens = 4;
+    b.itl = 1ms;
+    b.close_after_stream = 20ms;
+    return b;
+  });
+  auto options = quick(4);
+  const auto result = run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{options, {1, 2, 4}, 40});
+  int resent = 0;
+  for (const auto& level : result.levels) {
+    CAPTURE(level.concurrency);
+    CHECK(level.requests == 40);
+    CHECK(level.completed == 40);
+    CHECK(level.failed == 0);
+    resent += level.resent;
+  }
+  // The race was met, and each time the request went again on a fresh connection.
+  CHECK(resent > 0);
+  CHECK(server.wait_idle());
+  int finished = 0;
+  for (const auto& served : server.served()) {
+    finished += served.finished ? 1 : 0;
+  }
+  CHECK(finished == 120);
+}
+
+TEST_CASE("failure kinds say what happened to the request") {
+  SUBCASE("read, then closed with no answer: no_response after fresh connections") {
+    ScriptServer server([](int, const std::string&, const std::string&) {
+      Behavior b;
+      b.drop = true;
+      return b;
+    });
+    const auto level =
+        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{quick(4), {1}, 2}).levels.at(0);
+    CHECK(level.failures_of(FailureKind::no_response) == 2);
+    CHECK(level.failures_of(FailureKind::cut_stream) == 0);
+    for (const auto& r : level.records) {
+      CHECK(r.resends == 2);
+      CHECK(r.error.starts_with("the request was written, then the connection closed with no answer"));
+    }
+    CHECK(server.wait_idle());
+    // Each request was tried three times: once, then on two fresh connections.
+    // libcurl itself tries once more when a kept-alive connection (the one the
+    // model query left) gives nothing back: at most one more per request.
+    CHECK(server.served().size() >= 6);
+    CHECK(server.served().size() <= 8);
+  }
+  SUBCASE("bytes, then a cut: cut_stream, not resent") {
+    ScriptServer server([](int, const std::string&, const std::string&) {
+      Behavior b;
+      b.tokens = 4;
+      b.cut_after = 1;
+      return b;
+    });
+    const auto level =
+        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{quick(4), {1}, 2}).levels.at(0);
+    CHECK(level.failures_of(FailureKind::cut_stream) == 2);
+    CHECK(level.resent == 0);
+    CHECK(server.served().size() == 2);
+  }
+}
+
+TEST_CASE("a stream that stalls fails as stalled after the idle timeout, not the request's") {
+  ScriptServer server([](int index, const std::string&, const std::string&) {
+    Behavior b;
+    b.tokens = 8;
+    b.itl = 1ms;
+    // One stalls mid-stream, one never answers; the rest are healthy.
+    b.stall_after = index == 0 ? 2 : -1;
+    b.hang = index == 1;
+    return b;
+  });
+  auto options = quick(8);
+  options.request.timeout = 10min;
+  options.request.idle_timeout = 400ms;
+  const auto start = std::chrono::steady_clock::now();
+  const auto level = run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{options, {2}, 6}).levels.at(0);
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < 20s);
+  CHECK(took >= 400ms);
+  CHECK(level.failures_of(FailureKind::stalled) == 2);
+  CHECK(level.completed == 4);
+  CHECK(level.first_error[static_cast<std::size_t>(FailureKind::stalled)] == "no byte came for 400 ms (idle timeout)");
+  for (const auto& r : level.records) {
+    if (r.failure == FailureKind::stalled && r.index == 0) {
+      // The stream's first chunks were kept: it is its silence that failed it.
+      CHECK(r.chunks.size() == 2);
+    }
+  }
+}

@@ -193,9 +193,9 @@ TEST_CASE("plain display: timestamped lines, thinned") {
         "[20:05:36] [1/2] baseline: load 99% (ETA 1s)\n"
         "[20:05:36] [1/2] baseline: load 100% (ETA 0s)\n"
         "[20:05:36] [1/2] baseline: bench single-stream\n"
-        "[20:05:36] [1/2] baseline: single-stream 1/5 requests, 91.0 tok/s, 0 errors\n"
-        "[20:05:47] [1/2] baseline: single-stream 4/5 requests, 92.5 tok/s, 0 errors\n"
-        "[20:05:48] [1/2] baseline: single-stream done: 5/5 requests, 92.4 tok/s, 0 errors in 13.0s\n"
+        "[20:05:36] [1/2] baseline: single-stream 1/5 requests ok, 0 failed, 91.0 tok/s\n"
+        "[20:05:47] [1/2] baseline: single-stream 4/5 requests ok, 0 failed, 92.5 tok/s\n"
+        "[20:05:48] [1/2] baseline: single-stream done: 5/5 requests ok, 0 failed, 92.4 tok/s in 13.0s\n"
         "[20:15:47] [1/2] baseline: ok in 14m16s, load 10m12s, 1-stream tok/s 92.6, accept 1.97\n"
         "[20:15:47] [2/2] eagle3: load\n"
         "[20:16:52] [2/2] eagle3: FAILED after 1m05s: OOM at load: CUDA out of memory\n"
@@ -229,15 +229,16 @@ TEST_CASE("plain display: verbosity") {
     Capture out;
     auto display = make_display(out.file(), Verbosity::verbose, false, clock.fn());
     play(*display);
-    CHECK(out.all() == "[20:01:31] eagle3-sweep: 1 variant, results in results/eagle3-sweep/1\n"
-                       "[20:01:31] [1/1] baseline: load\n"
-                       "[20:01:31] [1/1] baseline: load 50%\n"
-                       "[20:01:31] [1/1] baseline: tokenizer cached\n"
-                       "[20:01:31] [1/1] baseline: warning: slow disk\n"
-                       "[20:01:31] [1/1] baseline: error: server died\n"
-                       "[20:01:31] [1/1] baseline: concurrency 4 done: 10/10 requests, 300.0 tok/s, 0 errors in 2.0s\n"
-                       "[20:01:31] [1/1] baseline: FAILED after 0s: server died\n"
-                       "table\n");
+    CHECK(out.all() ==
+          "[20:01:31] eagle3-sweep: 1 variant, results in results/eagle3-sweep/1\n"
+          "[20:01:31] [1/1] baseline: load\n"
+          "[20:01:31] [1/1] baseline: load 50%\n"
+          "[20:01:31] [1/1] baseline: tokenizer cached\n"
+          "[20:01:31] [1/1] baseline: warning: slow disk\n"
+          "[20:01:31] [1/1] baseline: error: server died\n"
+          "[20:01:31] [1/1] baseline: concurrency 4 done: 10/10 requests ok, 0 failed, 300.0 tok/s in 2.0s\n"
+          "[20:01:31] [1/1] baseline: FAILED after 0s: server died\n"
+          "table\n");
   }
 }
 
@@ -299,7 +300,7 @@ TEST_CASE("tty display: live block") {
     CHECK(out.take().empty());
     clock.now += 10ms;
     display->bench_progress("baseline", progress("single-stream", 5, 5, 92.4, true, 12));
-    CHECK(out.take().ends_with("[1/2] baseline  bench single-stream  5/5 requests, 92.4 tok/s, 0 errors\n"
+    CHECK(out.take().ends_with("[1/2] baseline  bench single-stream  5/5 requests ok, 0 failed, 92.4 tok/s\n"
                                "elapsed 5s, 0 of 2 done, about 45m left\n"));
 
     display->phase("baseline", 1, 2, "bench concurrency");
@@ -307,7 +308,7 @@ TEST_CASE("tty display: live block") {
     clock.now += 1s;
     display->bench_progress("baseline", progress("concurrency 10", 120, 200, 1432.5));
     CHECK(screen(out.all()).at(1) ==
-          "[1/2] baseline  bench concurrency  concurrency 10: 120/200 requests, 1432.5 tok/s, 0 errors");
+          "[1/2] baseline  bench concurrency  concurrency 10: 120/200 requests ok, 0 failed, 1432.5 tok/s");
   }
 
   SUBCASE("messages and finished rows go above the block") {

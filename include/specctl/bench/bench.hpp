@@ -24,10 +24,12 @@ namespace specctl::bench {
 struct Progress {
   // "warmup", "single-stream", "concurrency 10", "rate 4/s".
   std::string phase;
+  // Requests that ended, completed or failed: `done - failed` completed.
   int done = 0;
   // Requests the phase will send; for an open loop an estimate.
   int total = 0;
   int failed = 0;
+  int completed() const { return done - failed; }
   std::int64_t tokens = 0;
   double elapsed_s = 0;
   // Tokens per second since the phase began.
@@ -46,6 +48,13 @@ struct RunOptions {
   // /v1/models each), so that a burst of new connections is not measured as
   // the server's TTFT. Rate levels do so only with a max_concurrency.
   bool preconnect = true;
+  // Called once the warmup is over, just before the first measured request: a
+  // caller that reads the server's own counters or log for the measured window
+  // opens it here, so the warmup is not in it.
+  std::function<void()> on_measured_start;
+  // Called from the event loop when a measured request fails: a watcher of the
+  // server checks it at once (a dead server fails requests in microseconds).
+  std::function<void()> on_request_failed;
   // Called from the event loop at most every progress_interval and once when a phase ends.
   std::function<void(const Progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};

@@ -21,6 +21,15 @@ struct ChunkFields {
   // usage.completion_tokens / usage.prompt_tokens; -1 when absent or null.
   std::int64_t completion_tokens = -1;
   std::int64_t prompt_tokens = -1;
+  // usage.prompt_tokens_details.cached_tokens: prompt tokens the server's prefix cache served.
+  std::int64_t cached_tokens = -1;
+  // llama.cpp's "timings" object (with the usage): its own figures for the request.
+  // draft_n / draft_n_accepted appear only when it speculated. -1 when absent.
+  std::int64_t timings_predicted_n = -1;
+  double timings_predicted_per_second = -1;
+  std::int64_t timings_draft_n = -1;
+  std::int64_t timings_draft_accepted = -1;
+  bool has_timings = false;
   // A top-level "error" that is not null: the server reports a failure in-stream.
   bool has_error = false;
   // error.message, or the error itself when it is a string (raw contents).

@@ -16,6 +16,10 @@ namespace specctl::bench {
 inline constexpr std::chrono::milliseconds k_default_request_timeout = std::chrono::minutes{10};
 // Connecting to a healthy server on a LAN takes milliseconds.
 inline constexpr std::chrono::milliseconds k_default_connect_timeout = std::chrono::seconds{10};
+// A streaming server sends a byte at least every few hundred milliseconds once
+// it works on a request; a minute of silence (a queue behind a long prefill
+// included) is a server that hangs.
+inline constexpr std::chrono::milliseconds k_default_idle_timeout = std::chrono::seconds{60};
 // /v1/models is answered at once by a ready server.
 inline constexpr std::chrono::milliseconds k_model_query_timeout = std::chrono::seconds{30};
 
@@ -50,6 +54,8 @@ struct RequestOptions {
   bool continuous_usage = false;
   std::chrono::milliseconds timeout = k_default_request_timeout;
   std::chrono::milliseconds connect_timeout = k_default_connect_timeout;
+  // No byte of the answer for this long ends the request as stalled; 0 turns it off.
+  std::chrono::milliseconds idle_timeout = k_default_idle_timeout;
 };
 
 // The JSON body of one streaming request: model, prompt (or one user message),

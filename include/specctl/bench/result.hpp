@@ -17,18 +17,22 @@ namespace specctl::bench {
 
 // Why a request failed. A failure is recorded and counted, never fatal to a run.
 enum class FailureKind {
-  connect,         // refused, unresolvable, or no TCP connection within the connect timeout
-  http_status,     // the server answered with a status other than 200
-  timeout,         // the request's own deadline passed
-  malformed_event, // an event that is not a well-formed JSON chunk (or not SSE at all)
-  cut_stream,      // the stream ended before "data: [DONE]"
-  server_error,    // the stream carried an {"error": ...} event
-  protocol,        // not an HTTP answer, or another transport error
-  interrupted,     // the run was stopped (Ctrl-C) while the request was in flight
+  connect,            // refused, unresolvable, or no TCP connection within the connect timeout
+  http_status,        // the server answered with a status other than 200
+  timeout,            // the request's own deadline passed
+  malformed_event,    // an event that is not a well-formed JSON chunk (or not SSE at all)
+  cut_stream,         // bytes of the answer arrived, then the stream ended before "data: [DONE]"
+  server_error,       // the stream carried an {"error": ...} event
+  protocol,           // not an HTTP answer, or another transport error
+  interrupted,        // the run was stopped (Ctrl-C) while the request was in flight
+  closed_before_send, // the connection closed before the request could be written, on every try
+  no_response,        // the request was written, and the connection closed with no byte of answer
+  stalled,            // no byte arrived for the idle timeout: a server that hangs mid-stream
 };
-inline constexpr std::size_t k_failure_kinds = 8;
+inline constexpr std::size_t k_failure_kinds = 11;
 
-// "connect", "http_status", "timeout", "malformed_event", "cut_stream", "server_error", "protocol", "interrupted".
+// "connect", "http_status", "timeout", "malformed_event", "cut_stream", "server_error", "protocol", "interrupted",
+// "closed_before_send", "no_response", "stalled".
 std::string_view failure_name(FailureKind kind);
 
 // Where a request's output token count came from.
@@ -72,6 +76,19 @@ struct RequestRecord {
   std::vector<ChunkArrival> chunks;
   // True when every chunk's token count is known (usage on every chunk).
   bool chunk_tokens_exact = false;
+  // Times the request was sent again on a fresh connection because the one it
+  // was given had closed before any byte of an answer came (llama.cpp closes
+  // the connection after every stream): not failures, but counted.
+  int resends = 0;
+  // usage.prompt_tokens_details.cached_tokens; -1 when the server did not say.
+  int cached_tokens = -1;
+  // The server's own figures for this request, where it reports them (llama.cpp
+  // "timings"): generated tokens, its decode speed, drafted and accepted tokens.
+  // -1 when absent.
+  int server_predicted_n = -1;
+  double server_tok_s = -1;
+  int draft_tokens = -1;
+  int draft_accepted = -1;
 
   bool ok() const { return !failure; }
 };
@@ -92,6 +109,17 @@ struct LevelResult {
   std::array<int, k_failure_kinds> failures{};
   // The first error message of each kind, for people.
   std::array<std::string, k_failure_kinds> first_error;
+  // Requests sent again on a fresh connection (see RequestRecord::resends).
+  int resent = 0;
+  // Over completed requests, what the server said of them in its answers; -1
+  // when none said it. Drafted and accepted tokens and generated tokens (llama.cpp
+  // "timings"), and prompt tokens served from the prefix cache (usage details).
+  std::int64_t draft_tokens = -1;
+  std::int64_t draft_accepted = -1;
+  std::int64_t server_predicted_n = -1;
+  std::int64_t cached_prompt_tokens = -1;
+  // Mean of the server's own decode speed per request (timings.predicted_per_second); 0 when absent.
+  double server_tok_s = 0;
   bool interrupted = false;
   // The mode's deadline ended this level early.
   bool timed_out = false;

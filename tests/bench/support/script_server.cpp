@@ -135,6 +135,10 @@ awaitable<bool> generate(tcp::socket& socket, const Behavior& b, const Request& 
     co_await forever.async_wait(use_awaitable);
     co_return false;
   }
+  if (b.drop) {
+    socket.close();
+    co_return false;
+  }
   if (b.garbage_reply) {
     co_await asio::async_write(socket, asio::buffer(std::string("SSH-2.0-OpenSSH_9.2\r\nthis is not HTTP\r\n")),
                                use_awaitable);
@@ -159,10 +163,12 @@ awaitable<bool> generate(tcp::socket& socket, const Behavior& b, const Request& 
   const std::string id = fmt::format("req-{}", served.index);
   const std::string head = fmt::format(R"("id":"{}","object":"{}","created":0,"model":"{}")", id,
                                        chat ? "chat.completion.chunk" : "text_completion", model);
-  co_await asio::async_write(socket,
-                             asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                                                      "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")),
-                             use_awaitable);
+  co_await asio::async_write(
+      socket,
+      asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                               "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n") +
+                   (b.close_after_stream.count() >= 0 ? "Keep-Alive: timeout=5, max=100\r\n" : "") + "\r\n"),
+      use_awaitable);
   Writer writer(socket, b);
   if (chat) {
     co_await writer.event(fmt::format(
@@ -204,6 +210,12 @@ awaitable<bool> generate(tcp::socket& socket, const Behavior& b, const Request& 
     }
     emitted += k;
     ++chunk;
+    if (chunk == b.stall_after) {
+      co_await writer.flush();
+      asio::steady_timer forever(socket.get_executor(), std::chrono::hours{24});
+      co_await forever.async_wait(use_awaitable);
+      co_return false;
+    }
     if (chunk == b.cut_after) {
       co_await writer.flush();
       socket.shutdown(tcp::socket::shutdown_both);
@@ -221,6 +233,12 @@ awaitable<bool> generate(tcp::socket& socket, const Behavior& b, const Request& 
   co_await writer.flush();
   co_await asio::async_write(socket, asio::buffer(std::string("0\r\n\r\n")), use_awaitable);
   served.finished = true;
+  if (b.close_after_stream.count() >= 0) {
+    timer.expires_after(b.close_after_stream);
+    co_await timer.async_wait(use_awaitable);
+    socket.close();
+    co_return false;
+  }
   co_return true;
 }
 

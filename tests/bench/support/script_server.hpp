@@ -49,6 +49,14 @@ struct Behavior {
   bool garbage_reply = false;
   // Read the request and never answer.
   bool hang = false;
+  // Read the request, then close the connection without a byte of answer.
+  bool drop = false;
+  // Stop sending after this many content chunks and keep the connection open (-1: never).
+  int stall_after = -1;
+  // As llama.cpp's llama-server: answer "Keep-Alive: timeout=5, max=100", then
+  // close the connection this long after the stream ended, without reading what
+  // the client sent on it meanwhile (negative: keep the connection).
+  std::chrono::milliseconds close_after_stream{-1};
   // Write the whole stream at once, after the TTFT: many events per read.
   bool one_write = false;
   // Write each event in pieces of a few bytes: events split across reads.
