@@ -48,9 +48,7 @@ struct Column {
 
 std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
   std::vector<Column> columns;
-  columns.push_back({"load s", [](const nlohmann::json& r) {
-                       return figure(as_number(dig(r, {"load", "load_s"})));
-                     }});
+  columns.push_back({"load s", [](const nlohmann::json& r) { return figure(as_number(dig(r, {"load", "load_s"}))); }});
   bool any_accept = false;
   for (const auto& b : experiment.benchmarks) {
     std::string name = b.name;
@@ -72,7 +70,8 @@ std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
       bool rate = b.kind == experiment::BenchmarkKind::rate;
       std::size_t count = rate ? b.rates.size() : b.levels.size();
       for (std::size_t i = 0; i < count; ++i) {
-        std::string header = rate ? fmt::format("{} {:g}/s", name, b.rates[i]) : fmt::format("{} c{}", name, b.levels[i]);
+        std::string header =
+            rate ? fmt::format("{} {:g}/s", name, b.rates[i]) : fmt::format("{} c{}", name, b.levels[i]);
         columns.push_back({header, [name, i](const nlohmann::json& r) {
                              const auto& levels = dig(r, {"benchmarks", name, "levels"});
                              if (!levels.is_array() || i >= levels.size()) {
@@ -148,7 +147,16 @@ std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::s
 
 nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
   const auto& level = result.level;
-  return {
+  // The decode speed without the prefill, to hold against the server's own figure.
+  double decode_sum = 0;
+  int decode_runs = 0;
+  for (const auto& run : result.runs) {
+    if (run.ok && std::isfinite(run.decode_tok_s)) {
+      decode_sum += run.decode_tok_s;
+      ++decode_runs;
+    }
+  }
+  nlohmann::json out = {
       {"output_tok_s", finite_or_null(result.mean)},
       {"output_tok_s_median", finite_or_null(result.median)},
       {"output_tok_s_stdev", finite_or_null(result.stdev)},
@@ -157,7 +165,13 @@ nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
       {"tpot_ms", finite_or_null(level.tpot_ms.mean)},
       {"e2e_ms", finite_or_null(level.e2e_ms.mean)},
       {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+      {"decode_tok_s", finite_or_null(decode_runs > 0 ? decode_sum / decode_runs : NAN)},
   };
+  if (level.server_tok_s > 0) {
+    // The server's own decode speed over the same requests (llama.cpp's timings.predicted_per_second).
+    out["server_decode_tok_s"] = level.server_tok_s;
+  }
+  return out;
 }
 
 nlohmann::json level_metrics(const bench::LevelResult& level) {

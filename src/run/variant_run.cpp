@@ -1,12 +1,14 @@
 #include "run_context.hpp"
+#include "server_watch.hpp"
 
 #include <specctl/bench/bench.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
+#include <specctl/http/get.hpp>
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
-#include <specctl/run/command_bench.hpp>
 #include <specctl/report/results.hpp>
+#include <specctl/run/command_bench.hpp>
 #include <specctl/run/server_metrics.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/server/render.hpp>
@@ -63,8 +65,7 @@ struct PhaseFailure {
   Error error;
 };
 
-template <typename T>
-T must(std::expected<T, Error> value, const std::string& phase) {
+template <typename T> T must(std::expected<T, Error> value, const std::string& phase) {
   if (!value) {
     throw PhaseFailure{phase, value.error()};
   }
@@ -76,7 +77,6 @@ inline void must(std::expected<void, Error> value, const std::string& phase) {
     throw PhaseFailure{phase, value.error()};
   }
 }
-
 
 std::string random_suffix() {
   std::random_device random;
@@ -124,8 +124,11 @@ std::vector<std::string> log_tail(remote::Host& host, const std::string& path) {
 json server_metrics_json(const std::vector<ServerMetric>& metrics) {
   json out = json::object();
   for (const auto& m : metrics) {
-    out[m.name] = {{"samples", m.samples}, {"mean", report::finite_or_null(m.mean)}, {"min", report::finite_or_null(m.min)},
-                   {"max", report::finite_or_null(m.max)}, {"last", report::finite_or_null(m.last)}};
+    out[m.name] = {{"samples", m.samples},
+                   {"mean", report::finite_or_null(m.mean)},
+                   {"min", report::finite_or_null(m.min)},
+                   {"max", report::finite_or_null(m.max)},
+                   {"last", report::finite_or_null(m.last)}};
   }
   return out;
 }
@@ -262,13 +265,15 @@ private:
     check_stop();
 
     begin("launch");
-    std::string tag = fmt::format("{}-{}-{}", m_variant.name,
-                                  fmt::format("{:%Y%m%d%H%M%S}", fmt::localtime(std::chrono::system_clock::to_time_t(
-                                                                     std::chrono::system_clock::now()))),
-                                  random_suffix());
-    m_s.journal.record("launching", {{"variant", m_variant.name}, {"host", m_result["host"]}, {"tag", tag},
-                                     {"state_dir", m_state_dir}});
-    m_server = must(server::launch(*m_host, m_config, m_planned.launch, tag, m_state_dir), "launch");
+    std::string tag =
+        fmt::format("{}-{}-{}", m_variant.name,
+                    fmt::format("{:%Y%m%d%H%M%S}",
+                                fmt::localtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()))),
+                    random_suffix());
+    m_s.journal.record(
+        "launching",
+        {{"variant", m_variant.name}, {"host", m_result["host"]}, {"tag", tag}, {"state_dir", m_state_dir}});
+    m_server = must(server::launch(*m_host, m_config, m_launch, tag, m_state_dir), "launch");
     m_s.journal.record("launched", {{"variant", m_variant.name},
                                     {"host", m_result["host"]},
                                     {"tag", tag},
@@ -326,19 +331,38 @@ private:
         engine_version = *known;
       }
     }
+    render_for_version(engine_version.is_string() ? engine_version.get<std::string>() : std::string());
     json env = json::object();
-    for (const auto& [name, value] : m_planned.launch.env) {
+    for (const auto& [name, value] : m_launch.env) {
       env[name] = value;
     }
-    m_s.provenance.set_variant(m_variant.name, {{"host", host_name},
-                                                {"command", m_planned.launch.shell_line()},
-                                                {"argv", m_planned.launch.argv},
-                                                {"env", env},
-                                                {"template",
-                                                 {{"name", tmpl.name},
-                                                  {"file", tmpl.file},
-                                                  {"content_hash", tmpl.content_hash}}},
-                                                {"engine_version", engine_version}});
+    m_s.provenance.set_variant(
+        m_variant.name, {{"host", host_name},
+                         {"command", m_launch.shell_line()},
+                         {"argv", m_launch.argv},
+                         {"env", env},
+                         {"template", {{"name", tmpl.name}, {"file", tmpl.file}, {"content_hash", tmpl.content_hash}}},
+                         {"engine_version", engine_version}});
+  }
+
+  // A template whose flags changed spelling between engine versions (`since:`)
+  // is rendered again for the version the host has: the plan could not know it.
+  void render_for_version(const std::string& version) {
+    const auto& knobs = m_config.tmpl->knobs;
+    bool versioned = std::any_of(knobs.begin(), knobs.end(), [](const auto& k) { return !k.since.empty(); });
+    if (!versioned || version.empty()) {
+      return;
+    }
+    server::RenderOptions options = m_s.options.render;
+    options.engine_version = version;
+    m_launch = server::render_launch(m_config, options);
+    for (const auto& warning : m_launch.warnings) {
+      warn(warning);
+    }
+    if (m_launch.argv != m_planned.launch.argv) {
+      m_s.display.message(m_variant.name, Severity::info,
+                          fmt::format("flags spelled for {} {}", m_config.tmpl->name, version));
+    }
   }
 
   bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label) {
@@ -380,15 +404,20 @@ private:
     }
     const auto* first = m_s.experiment.find_benchmark(m_variant.benchmarks.front());
     begin("warmup");
-    experiment::BenchmarkSpec spec = first != nullptr && first->kind != experiment::BenchmarkKind::command
-                                         ? *first
-                                         : experiment::BenchmarkSpec{};
+    experiment::BenchmarkSpec spec =
+        first != nullptr && first->kind != experiment::BenchmarkKind::command ? *first : experiment::BenchmarkSpec{};
     spec.max_tokens = std::min(spec.max_tokens, k_warmup_tokens);
     spec.timeout = m_config.warmup_timeout;
     bench::SingleStreamOptions options{common_options(spec, "warmup"), 1};
     options.common.warmup = 0;
     options.common.on_progress = nullptr;
+    ServerWatch watch(*m_host, m_server->files, m_server->pid, m_s.options.stop);
+    options.common.stop = watch.stop_flag();
+    options.common.on_request_failed = [&] { watch.poke(); };
     auto result = bench::run_single_stream(target(), options);
+    if (auto death = watch.death()) {
+      server_died(*death, "the warmup");
+    }
     check_stop();
     if (result.level.completed == 0) {
       throw PhaseFailure{"warmup", Error(fmt::format("the warmup request failed: {}", first_error(result.level)))};
@@ -396,29 +425,70 @@ private:
     end();
   }
 
-  // Server metrics of the log between two offsets.
-  // Server metrics of the log from `from` (its size when the window opened) to now:
-  // one read, whatever the server wrote since (up to k_max_window_bytes).
-  std::vector<ServerMetric> window_metrics(std::optional<std::uint64_t> from) {
-    if (!from) {
-      return {};
+  // A benchmark window: the log's size and the Prometheus counters when it opened.
+  struct Window {
+    std::optional<std::uint64_t> log_from;
+    std::optional<std::string> metrics_before;
+  };
+
+  // The Prometheus text of the template's first prometheus source, when it has one.
+  std::optional<std::string> scrape_metrics() {
+    for (const auto& source : m_config.tmpl->accept_length) {
+      if (source.kind != server::AcceptSource::Kind::prometheus) {
+        continue;
+      }
+      auto response = http::get(m_server->base_url() + source.path);
+      if (response && response->status == 200) {
+        return std::move(response->body);
+      }
+      return std::nullopt;
     }
-    auto bytes = remote::read_file_from(*m_host, m_server->files.log(), *from, k_max_window_bytes);
-    if (!bytes) {
-      warn(fmt::format("could not read the server log for its metrics: {}", bytes.error().what()));
-      return {};
-    }
-    return scan_server_metrics(m_config.tmpl->log, *bytes);
+    return std::nullopt;
   }
 
-  // Server metrics into a metrics object; accept_length joins the benchmark's figures.
-  void add_server_metrics(ordered& holder, const std::vector<ServerMetric>& metrics) {
-    holder["server_metrics"] = server_metrics_json(metrics);
-    for (const auto& m : metrics) {
-      if (m.name == "accept_length") {
-        holder["metrics"]["accept_length"] = report::finite_or_null(m.mean);
+  Window open_window() { return Window{log_size(*m_host, m_server->files.log()), scrape_metrics()}; }
+
+  // The window's server metrics and accept length into `holder`: the log from
+  // its size at the opening to now, in one read (up to k_max_window_bytes), and
+  // the counters' difference; the accept length names its source.
+  void close_window(const Window& window, ordered& holder, const bench::LevelResult& level) {
+    std::string bytes;
+    if (window.log_from) {
+      auto read = remote::read_file_from(*m_host, m_server->files.log(), *window.log_from, k_max_window_bytes);
+      if (read) {
+        bytes = std::move(*read);
+      } else {
+        warn(fmt::format("could not read the server log for its metrics: {}", read.error().what()));
       }
     }
+    const auto& patterns = m_config.tmpl->log;
+    holder["server_metrics"] = server_metrics_json(scan_server_metrics(patterns, bytes));
+    if (window.log_from) {
+      // The bytes of server.log the figures were read from: anyone can read them again.
+      holder["server_log_window"] = {*window.log_from, *window.log_from + bytes.size()};
+    }
+    AcceptWindow facts;
+    facts.log = bytes;
+    facts.metrics_before = window.metrics_before;
+    if (window.metrics_before) {
+      facts.metrics_after = scrape_metrics();
+    }
+    facts.draft_accepted = level.draft_accepted;
+    facts.predicted_tokens = level.server_predicted_n;
+    facts.completed = level.completed;
+    if (auto accept = accept_length_of(m_config.tmpl->accept_length, patterns, facts)) {
+      holder["metrics"]["accept_length"] = report::finite_or_null(accept->value);
+      holder["accept_length_source"] = {
+          {"kind", server::accept_source_name(accept->kind)}, {"how", accept->source}, {"over", accept->over}};
+    }
+  }
+
+  // The server died while `what` ran: the variant fails saying when and how (the
+  // failure record adds the log's last lines).
+  [[noreturn]] void server_died(const ServerWatch::Death& death, const std::string& what) {
+    std::string how = death.exit_code ? fmt::format("exit code {}", *death.exit_code) : "killed: no exit code";
+    throw PhaseFailure{m_phase,
+                       Error(fmt::format("the server died during {} ({}, after {:.1f} s)", what, how, death.after_s))};
   }
 
   static std::string first_error(const bench::LevelResult& level) {
@@ -447,13 +517,26 @@ private:
     std::string why_failed;
     bool interrupted = false;
     std::string requests;
+    // Where the server died, when it did: what ran then, and how.
+    std::optional<std::pair<std::string, ServerWatch::Death>> died;
+    std::optional<ServerWatch> watch;
+    if (spec.kind != experiment::BenchmarkKind::command) {
+      watch.emplace(*m_host, m_server->files, m_server->pid, m_s.options.stop);
+    }
     switch (spec.kind) {
     case experiment::BenchmarkKind::single_stream: {
-      auto from = log_size(*m_host, m_server->files.log());
+      // The window opens after the warmup: its requests are not in the server's figures.
+      Window window;
       bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
+      options.common.stop = watch->stop_flag();
+      options.common.on_request_failed = [&] { watch->poke(); };
+      options.common.on_measured_start = [&] { window = open_window(); };
       auto result = bench::run_single_stream(target(), options);
+      if (auto death = watch->death()) {
+        died.emplace(m_phase, *death);
+      }
       entry["metrics"] = report::single_stream_metrics(result);
-      add_server_metrics(entry, window_metrics(from));
+      close_window(window, entry, result.level);
       entry["result"] = bench::to_json(result);
       completed = result.level.completed;
       failed = result.level.failed;
@@ -468,17 +551,24 @@ private:
       std::size_t count = rate ? spec.rates.size() : spec.levels.size();
       entry["levels"] = ordered::array();
       auto common = common_options(spec, m_phase);
-      for (std::size_t i = 0; i < count && !interrupted; ++i) {
+      common.stop = watch->stop_flag();
+      common.on_request_failed = [&] { watch->poke(); };
+      for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
         check_stop();
         // One level at a time, so the server's log can be read for each level's window.
-        auto from = log_size(*m_host, m_server->files.log());
+        Window window;
         std::vector<bench::LevelResult> levels;
         bench::Ended ended = bench::Ended::normally;
         auto level_common = common;
         level_common.warmup = i == 0 ? spec.warmup : 0;
+        level_common.on_measured_start = [&] { window = open_window(); };
         if (rate) {
-          bench::RateOptions options{level_common, {spec.rates[i]}, std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
-                                     spec.max_concurrency, spec.burstiness, static_cast<std::uint64_t>(i)};
+          bench::RateOptions options{level_common,
+                                     {spec.rates[i]},
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
+                                     spec.max_concurrency,
+                                     spec.burstiness,
+                                     static_cast<std::uint64_t>(i)};
           auto result = bench::run_rate(target(), options);
           levels = std::move(result.levels);
           ended = result.ended;
@@ -488,23 +578,29 @@ private:
           levels = std::move(result.levels);
           ended = result.ended;
         }
-        interrupted = ended == bench::Ended::interrupted;
+        if (auto death = watch->death()) {
+          died.emplace(rate ? fmt::format("{} at rate {:g}", m_phase, spec.rates[i])
+                            : fmt::format("{} at c{}", m_phase, spec.levels[i]),
+                       *death);
+        }
+        interrupted = ended == bench::Ended::interrupted && !died;
         for (auto& level : levels) {
           ordered item;
-          item["concurrency"] = rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency)
-                                     : spec.levels[i];
+          item["concurrency"] =
+              rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency) : spec.levels[i];
           if (rate) {
             item["rate"] = report::finite_or_null(spec.rates[i]);
           }
           item["metrics"] = report::level_metrics(level);
-          add_server_metrics(item, window_metrics(from));
+          close_window(window, item, level);
           item["result"] = bench::to_json(level);
           completed += level.completed;
           failed += level.failed;
           if (level.completed == 0 && why_failed.empty()) {
             why_failed = first_error(level);
           }
-          std::string phase = rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i]);
+          std::string phase =
+              rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i]);
           requests_jsonl(level, phase, requests);
           entry["levels"].push_back(std::move(item));
         }
@@ -524,9 +620,18 @@ private:
     write_requests(spec.name, requests);
     entry["completed"] = completed;
     entry["failed"] = failed;
-    entry["status"] = completed > 0 ? "ok" : "failed";
+    entry["status"] = completed > 0 && !died ? "ok" : "failed";
+    if (died) {
+      entry["server_died"] = {{"during", died->first},
+                              {"exit_code", died->second.exit_code ? json(*died->second.exit_code) : json(nullptr)},
+                              {"after_s", died->second.after_s}};
+    }
     m_result["benchmarks"][spec.name] = entry;
     end({{"completed", completed}, {"failed", failed}});
+    watch.reset();
+    if (died) {
+      server_died(died->second, died->first);
+    }
     if (interrupted) {
       check_stop();
     }
@@ -543,13 +648,13 @@ private:
     context.model = m_config.model;
     // The node's address as the experiment names it ("127.0.0.1" for this machine).
     const auto* machine = experiment::machine_of(m_s.experiment, m_node);
-    context.host = machine != nullptr && machine->kind == experiment::HostKind::ssh ? machine->hostname
-                                                                                    : std::string("127.0.0.1");
+    context.host =
+        machine != nullptr && machine->kind == experiment::HostKind::ssh ? machine->hostname : std::string("127.0.0.1");
     context.port = on_host ? m_config.port : m_server->local_port;
     context.url = on_host ? fmt::format("http://127.0.0.1:{}", m_config.port) : m_server->base_url();
     remote::LocalHost local;
     remote::Host& where = on_host ? *m_host : static_cast<remote::Host&>(local);
-    auto from = log_size(*m_host, m_server->files.log());
+    auto window = open_window();
     util::Duration timeout = spec.timeout > util::Duration::zero() ? spec.timeout : std::chrono::minutes{30};
     auto outcome = must(run_command_benchmark(where, spec, context, timeout), m_phase);
     entry["command"] = outcome.command_line;
@@ -564,13 +669,13 @@ private:
     entry["problems"] = outcome.problems;
     entry["stdout_tail"] = outcome.out_tail;
     entry["stderr_tail"] = outcome.err_tail;
-    add_server_metrics(entry, window_metrics(from));
+    close_window(window, entry, bench::LevelResult{});
     bool ok = outcome.ok();
     entry["status"] = ok ? "ok" : "failed";
     m_result["benchmarks"][spec.name] = entry;
     end({{"exit_code", outcome.exit_code}});
     if (!ok) {
-      std::string why = outcome.timed_out ? fmt::format("timed out after {}", util::format_duration(timeout))
+      std::string why = outcome.timed_out           ? fmt::format("timed out after {}", util::format_duration(timeout))
                         : !outcome.problems.empty() ? outcome.problems.front()
                                                     : fmt::format("exit code {}", outcome.exit_code);
       throw PhaseFailure{m_phase, Error(fmt::format("command benchmark \"{}\" failed: {}", spec.name, why),
@@ -590,9 +695,8 @@ private:
         if (holder->contains("metrics") && (*holder)["metrics"].contains("accept_length") &&
             (*holder)["metrics"]["accept_length"].is_number() &&
             speculation_ineffective((*holder)["metrics"]["accept_length"].get<double>())) {
-          m_result["flags"].push_back(
-              fmt::format("speculation does nothing: accept length {:.2f} in benchmark \"{}\"",
-                          (*holder)["metrics"]["accept_length"].get<double>(), name));
+          m_result["flags"].push_back(fmt::format("speculation does nothing: accept length {:.2f} in benchmark \"{}\"",
+                                                  (*holder)["metrics"]["accept_length"].get<double>(), name));
           return;
         }
       }
@@ -619,7 +723,8 @@ private:
       }
       auto report = server::teardown(*m_host, *m_server, m_config, *m_reporter);
       if (report) {
-        m_result["teardown"] = {{"escaped", report->escaped}, {"gpus_released", report->gpus_released}};
+        m_result["teardown"] = {
+            {"escaped", report->escaped}, {"killed", report->killed}, {"gpus_released", report->gpus_released}};
         m_s.journal.record("torn_down", {{"variant", m_variant.name}, {"tag", m_server->tag}});
         last.reset();
         break;
@@ -634,8 +739,9 @@ private:
       warn(fmt::format("teardown failed; the server may still run (tag {}): {}", m_server->tag, last->what()));
     }
     m_result["phases"]["teardown"] = seconds_since(started);
-    m_s.journal.record("phase_finished", {{"variant", m_variant.name}, {"phase", "teardown"},
-                                         {"duration_s", seconds_since(started)}, {"ok", !last}});
+    m_s.journal.record(
+        "phase_finished",
+        {{"variant", m_variant.name}, {"phase", "teardown"}, {"duration_s", seconds_since(started)}, {"ok", !last}});
   }
 
   void copy_log() {
@@ -668,6 +774,8 @@ private:
 
   Shared m_s;
   const experiment::PlannedVariant& m_planned;
+  // The command launched: the plan's, or rendered again for the host's engine version.
+  server::LaunchCommand m_launch = m_planned.launch;
   const experiment::Variant& m_variant;
   const server::ServerConfig& m_config;
   // The machine this attempt runs on: the variant's host, or a member of its pool.
@@ -706,7 +814,10 @@ ordered run_variant(const VariantContext& context, const experiment::PlannedVari
   for (int gpu : slot->gpus) {
     ids.push_back(std::to_string(gpu));
   }
-  result["slot"] = {{"host", slot->host}, {"index", slot->index}, {"of", slot->count}, {"gpus", slot->gpus},
+  result["slot"] = {{"host", slot->host},
+                    {"index", slot->index},
+                    {"of", slot->count},
+                    {"gpus", slot->gpus},
                     {"port", variant.server.port}};
   if (!result.contains("flags")) {
     result["flags"] = ordered::array();

@@ -44,9 +44,8 @@ std::string RunningServer::base_url() const {
   return fmt::format("http://127.0.0.1:{}", local_port);
 }
 
-std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config,
-                                           const LaunchCommand& command, const std::string& tag,
-                                           const std::string& state_dir) {
+std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
+                                           const std::string& tag, const std::string& state_dir) {
   auto dir = detail::resolve_state_dir(host, state_dir);
   if (!dir) {
     return std::unexpected(dir.error());
@@ -67,9 +66,9 @@ std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfi
   auto written = host.exec(fmt::format("mkdir -p {0} && printf '%s\\n' {1} > {0}/server.meta",
                                        util::shell_quote(server.files.dir), util::shell_quote(meta)));
   if (!written || written->exit_code != 0) {
-    return std::unexpected(written ? Error(fmt::format("{}: cannot create {}: {}", host.describe(), server.files.dir,
-                                                       written->err))
-                                   : written.error());
+    return std::unexpected(
+        written ? Error(fmt::format("{}: cannot create {}: {}", host.describe(), server.files.dir, written->err))
+                : written.error());
   }
   auto pid = remote::start_detached(host, {command.argv, command.env, server.files.dir, tag});
   if (!pid) {
@@ -205,8 +204,8 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
       if (response && response->status == 200 && (ready_line || !needs_ready_line)) {
         report.load_time = since(start);
         report.log_tail = lines.tail();
-        reporter.info(fmt::format("{}: {} ready after {}", host.describe(), server.tag,
-                                  util::format_duration(report.load_time)));
+        reporter.info(
+            fmt::format("{}: {} ready after {}", host.describe(), server.tag, util::format_duration(report.load_time)));
         return report;
       }
     }
@@ -246,8 +245,15 @@ std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningS
     return std::unexpected(stopped.error());
   }
   for (const auto& name : report.escaped) {
-    reporter.warning(fmt::format("{}: killed a worker that had left the server's process group: {}", host.describe(),
-                                 name));
+    reporter.warning(
+        fmt::format("{}: stopped a worker that had left the server's process group: {}", host.describe(), name));
+  }
+  for (const auto& info : *stopped) {
+    report.killed.push_back(detail::describe_process(info));
+  }
+  if (!report.killed.empty()) {
+    reporter.warning(fmt::format("{}: {} did not stop within {} of TERM; killed {}", host.describe(), server.tag,
+                                 util::format_duration(config.cleanup.grace), util::join(report.killed, ", ")));
   }
   host.exec(fmt::format("rm -f {}", util::shell_quote(server.files.pid())));
 

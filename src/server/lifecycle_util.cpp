@@ -71,12 +71,26 @@ std::expected<std::vector<remote::ProcessInfo>, Error> stop_server(remote::Host&
   if (!before) {
     return std::unexpected(before.error());
   }
+  // One TERM per process: the group's members get theirs from the group signal,
+  // so only tagged processes that left the group are signalled by pid. A second
+  // TERM is not a repeat of the first: llama.cpp and vLLM take it as "terminate
+  // now" and skip their own shutdown (llama-server exit(1)s from its handler).
+  auto infos = living(host, *before);
+  if (!infos) {
+    return std::unexpected(infos.error());
+  }
+  std::vector<int> outside;
+  for (const auto& info : *infos) {
+    if (pgid <= 1 || info.pgid != pgid) {
+      outside.push_back(info.pid);
+    }
+  }
   if (pgid > 1) {
     if (auto sent = remote::signal_group(host, pgid, SIGTERM); !sent) {
       return std::unexpected(sent.error());
     }
   }
-  if (auto sent = remote::signal_pids(host, *before, SIGTERM); !sent) {
+  if (auto sent = remote::signal_pids(host, outside, SIGTERM); !sent) {
     return std::unexpected(sent.error());
   }
   auto deadline = std::chrono::steady_clock::now() + grace;
@@ -122,8 +136,8 @@ std::expected<std::vector<remote::ProcessInfo>, Error> stop_server(remote::Host&
     }
     sleep_for(k_process_poll);
   }
-  return std::unexpected(Error(fmt::format("{}: processes survived KILL: {}", host.describe(),
-                                           describe_process(left.front()))));
+  return std::unexpected(
+      Error(fmt::format("{}: processes survived KILL: {}", host.describe(), describe_process(left.front()))));
 }
 
 std::string describe_process(const remote::ProcessInfo& info) {

@@ -2,8 +2,8 @@
 // a crashing variant, SIGINT, kill -9 and --resume, a changed experiment.
 
 #include "../sim/support.hpp"
-#include "../support/ssh_testing.hpp"
 #include "../support/result_folder.hpp"
+#include "../support/ssh_testing.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace st = specsim_test;
 using nlohmann::json;
@@ -107,16 +108,22 @@ public:
   // `variants` and `benchmarks` are YAML blocks; the server defaults are a
   // specsim on the fake GPUs with `load` of simulated load time.
   // `speed` divides every simulated duration (specsim's --sim-speed).
+  // Another engine's personality of specsim: its template and the knobs it takes beside the sim's.
+  void personality(std::string tmpl, std::string knobs) {
+    m_template = std::move(tmpl);
+    m_knobs = std::move(knobs);
+  }
+
   void write(const std::string& variants, const std::string& benchmarks, const std::string& load, int speed,
              const std::string& extra = "") {
     std::ofstream(file()) << fmt::format(R"(name: e2e
 {hosts}
 server:
-  template: specsim
+  template: {template}
   host: {host}
   model: /models/Kimi-K2.5-INT4
   port: {port}
-  knobs: {{tp: 8, sim_load_time: {load}, sim_speed: {speed}, sim_gpu_dir: {gpus}}}
+  knobs: {{{knobs}sim_load_time: {load}, sim_speed: {speed}, sim_gpu_dir: {gpus}}}
   health: {{timeout: 2m, interval: 200ms, stall: 1m}}
   cleanup: {{policy: kill, grace: 3s, timeout: 30s}}
 variants:
@@ -126,6 +133,7 @@ benchmarks:
 {extra}
 )",
                                          fmt::arg("hosts", m_host_block), fmt::arg("host", m_host),
+                                         fmt::arg("template", m_template), fmt::arg("knobs", m_knobs),
                                          fmt::arg("port", m_port), fmt::arg("load", load), fmt::arg("speed", speed),
                                          fmt::arg("gpus", m_gpus.path().string()), fmt::arg("variants", variants),
                                          fmt::arg("benchmarks", benchmarks), fmt::arg("extra", extra));
@@ -157,6 +165,8 @@ private:
   int m_port = st::free_port();
   std::string m_host_block;
   std::string m_host;
+  std::string m_template = "specsim";
+  std::string m_knobs = "tp: 8, ";
   int m_runs = 0;
 };
 
@@ -201,12 +211,13 @@ std::string ssh_hosts(const specctl::test::TestSshd& sshd) {
 
 TEST_CASE("a local sweep writes every file, keeps going past a crashing variant and reads accept length") {
   Sweep sweep;
-  sweep.write(k_three_variants, std::string(k_quick_benchmarks) + fmt::format(R"(
+  sweep.write(k_three_variants,
+              std::string(k_quick_benchmarks) + fmt::format(R"(
   - name: client
     kind: command
     run: 'f=$(mktemp) && {} bench --url {{url}} --single-stream --runs 1 --max-tokens 8 --json "$f" >/dev/null && cat "$f"; rm -f "$f"'
     json: {{client_tok_s: single_stream.mean}})",
-                                                                           SPECCTL_BINARY),
+                                                            SPECCTL_BINARY),
               "2s", 10, R"(report:
   expect:
     - {variant: baseline, benchmark: single, metric: output_tok_s, value: 926, tolerance: 50%})");
@@ -225,8 +236,7 @@ TEST_CASE("a local sweep writes every file, keeps going past a crashing variant 
   auto baseline = read_json(out / "variants/baseline/result.json");
   auto eagle3 = read_json(out / "variants/eagle3/result.json");
   // specsim logs SGLang's decode lines: EAGLE-3 with 2 steps accepts about 1.97 tokens per step.
-  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() ==
-        doctest::Approx(1.97).epsilon(0.1));
+  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() == doctest::Approx(1.97).epsilon(0.1));
   CHECK_FALSE(baseline["benchmarks"]["single"]["metrics"].contains("accept_length"));
   // The command benchmark ran specctl bench against the server and its JSON became a metric.
   CHECK(baseline["benchmarks"]["client"]["status"] == "ok");
@@ -293,8 +303,7 @@ TEST_CASE("SIGINT during a load tears the server down and exits 130") {
   Sweep sweep;
   sweep.write("  - name: slow", k_quick_benchmarks, "10m", 1);
   auto specctl = sweep.start({"--out", sweep.out().string()});
-  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "slow", "load"); },
-                         k_phase_timeout));
+  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "slow", "load"); }, k_phase_timeout));
   REQUIRE(tags_in(sweep.state()).size() == 1);
   std::string tag = tags_in(sweep.state()).front();
   REQUIRE(st::wait_until([&] { return !live_tagged(tag).empty(); }, k_phase_timeout));
@@ -313,8 +322,7 @@ TEST_CASE("SIGINT during a load tears the server down and exits 130") {
 // as an uninterrupted run, and the server the killed run left is stopped.
 void kill_and_resume(Sweep& sweep, const std::string& phase) {
   auto specctl = sweep.start({"--out", sweep.out().string()});
-  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "second", phase); },
-                         k_sweep_timeout));
+  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "second", phase); }, k_sweep_timeout));
   specctl->signal(SIGKILL);
   REQUIRE(specctl->wait_exit_code(k_signal_exit_timeout) == 128 + SIGKILL);
   // The killed run's second server is still there, unattended.
@@ -387,8 +395,7 @@ TEST_CASE("a sweep over SSH: every file, accept length, the server log copied ba
   check_complete_variant(sweep.out(), "eagle3");
   auto eagle3 = read_json(sweep.out() / "variants/eagle3/result.json");
   CHECK(eagle3["host"] == "node");
-  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() ==
-        doctest::Approx(1.97).epsilon(0.1));
+  CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() == doctest::Approx(1.97).epsilon(0.1));
   auto provenance = read_json(sweep.out() / "provenance.json");
   CHECK(provenance["hosts"]["node"]["description"].get<std::string>().find("127.0.0.1") != std::string::npos);
   CHECK(stray_servers(sweep.state()) == "");
@@ -435,4 +442,166 @@ TEST_CASE("--fail-fast stops the sweep at the first failed variant") {
   CHECK_FALSE(std::filesystem::exists(sweep.out() / "variants/never/result.json"));
   CHECK_FALSE(journal_has(sweep.out(), "variant_started", "never"));
   CHECK(st::read_file(sweep.out() / "report.md").find("| never   | not run") != std::string::npos);
+}
+
+namespace {
+
+// The requests of one phase ("single-stream", "concurrency 4") in a requests-*.jsonl.
+std::vector<json> records_of(const std::filesystem::path& file, const std::string& phase) {
+  std::vector<json> out;
+  std::istringstream lines(st::read_file(file));
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto record = json::parse(line, nullptr, false);
+    if (record.is_object() && record.value("phase", "") == phase) {
+      out.push_back(record);
+    }
+  }
+  return out;
+}
+
+// specsim's truth over the completed requests of a phase: tokens per verify pass.
+double truth_accept_length(const json& truth, const std::vector<json>& records) {
+  std::map<std::string, const json*> by_id;
+  for (const auto& r : truth["requests"]) {
+    by_id[r["id"].get<std::string>()] = &r;
+  }
+  double tokens = 0;
+  double passes = 0;
+  for (const auto& record : records) {
+    if (!record.value("ok", false)) {
+      continue;
+    }
+    auto it = by_id.find(record.value("id", ""));
+    REQUIRE_MESSAGE(it != by_id.end(), "specsim has no truth for request " << record.value("id", ""));
+    tokens += (*it->second)["spec_tokens"].get<double>();
+    passes += (*it->second)["verify_passes"].get<double>();
+  }
+  REQUIRE(passes > 0);
+  return tokens / passes;
+}
+
+struct Personality {
+  const char* tmpl;
+  const char* knobs;
+  const char* speculative;
+  // The source the template names first, and how close it comes to the truth over a window.
+  const char* source;
+  double tolerance;
+};
+
+} // namespace
+
+TEST_CASE("a sweep per engine personality: accept length from the engine's own source equals specsim's truth") {
+  // SGLang's Decode lines each cover an interval of decode steps that need not start or end
+  // with the window: weighted by #running-req they come near the truth, not onto it. vLLM's
+  // Prometheus counters and llama.cpp's per-request lines count exactly the window's requests.
+  const Personality personalities[] = {
+      {"specsim", "tp: 8, ",
+       "{speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1, spec_draft_tokens: "
+       "3}",
+       "log", 0.05},
+      {"specsim-vllm", "tp: 2, ", "{speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 3}",
+       "prometheus", 1e-9},
+      {"specsim-llamacpp", "", "{draft_model: /models/draft, spec_type: draft-simple, spec_draft_max: 4}", "log", 1e-9},
+  };
+  for (const auto& p : personalities) {
+    const std::string name = p.tmpl;
+    CAPTURE(name);
+    Sweep sweep;
+    sweep.personality(p.tmpl, p.knobs);
+    const auto truth_file = sweep.out().parent_path() / "truth-spec.json";
+    sweep.write(fmt::format("  - name: baseline\n  - name: spec\n    knobs: {}", p.speculative),
+                fmt::format(R"(  - {{name: single, kind: single_stream, runs: 3, max_tokens: 64}}
+  - {{name: parallel, kind: concurrency, levels: [1, 4], requests: 8, max_tokens: 64}}
+  - {{name: truth, kind: command, run: 'curl -fsS {{url}}/sim/truth -o {}-{{variant}}.json && echo saved 1', parse: 'saved (\d+)', metric: saved}})",
+                            (sweep.out().parent_path() / "truth").string()),
+                "1s", 10);
+    int code = sweep.run({"--out", sweep.out().string()});
+    INFO(sweep.output());
+    REQUIRE(code == 0);
+    auto out = sweep.out();
+    auto spec = read_json(out / "variants/spec/result.json");
+    auto truth = json::parse(st::read_file(truth_file));
+    CHECK(truth["engine"] == (std::string(p.tmpl) == "specsim" ? "sglang" : std::string(p.tmpl).substr(8)));
+    const std::pair<std::string, json> windows[] = {
+        {"single-stream", spec["benchmarks"]["single"]},
+        {"concurrency 1", spec["benchmarks"]["parallel"]["levels"][0]},
+        {"concurrency 4", spec["benchmarks"]["parallel"]["levels"][1]},
+    };
+    for (const auto& [phase, holder] : windows) {
+      CAPTURE(phase);
+      const auto file =
+          out / "variants/spec" / (phase == "single-stream" ? "requests-single.jsonl" : "requests-parallel.jsonl");
+      const double expected = truth_accept_length(truth, records_of(file, phase));
+      REQUIRE(holder["metrics"]["accept_length"].is_number());
+      const double measured = holder["metrics"]["accept_length"].get<double>();
+      CHECK(measured == doctest::Approx(expected).epsilon(p.tolerance));
+      CHECK(holder["accept_length_source"]["kind"] == p.source);
+      CHECK(holder["server_log_window"].size() == 2);
+    }
+    auto baseline = read_json(out / "variants/baseline/result.json");
+    CHECK_FALSE(baseline["benchmarks"]["single"]["metrics"].contains("accept_length"));
+    // One TERM at teardown: llama.cpp's "second interrupt" would say it was signalled twice.
+    for (const char* variant : {"baseline", "spec"}) {
+      auto log = st::read_file(out / "variants" / variant / "server.log");
+      CHECK(log.find("Received second interrupt") == std::string::npos);
+      CHECK(read_json(out / "variants" / variant / "result.json")["teardown"]["killed"].empty());
+    }
+    if (std::string(p.tmpl) == "specsim-llamacpp") {
+      CHECK(st::read_file(out / "variants/spec/server.log").find("cleaning up before exit...") != std::string::npos);
+    }
+    CHECK(stray_servers(sweep.state()) == "");
+  }
+}
+
+TEST_CASE("kill -9 of the server during a benchmark fails the variant at once, naming the death, keeping the levels") {
+  Sweep sweep;
+  sweep.write("  - name: victim",
+              R"(  - {name: parallel, kind: concurrency, levels: [2, 8], requests: 400, max_tokens: 256})", "1s", 1);
+  auto run = sweep.start({"--out", sweep.out().string()});
+  const auto out = sweep.out();
+  // The second level is under way: the first one's figures must survive the death.
+  int shell = 0;
+  const auto deadline = std::chrono::steady_clock::now() + k_phase_timeout;
+  while (std::chrono::steady_clock::now() < deadline && shell == 0) {
+    for (const auto& e : journal(out)) {
+      if (e.value("event", "") == "launched") {
+        shell = e.value("pid", 0);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(shell > 0);
+  REQUIRE(
+      st::wait_until([&] { return journal_has(out, "phase_started", "victim", "bench parallel"); }, k_phase_timeout));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The launched pid is the shell that waits for the server and writes its exit code: kill its child.
+  std::istringstream children(st::read_file(fmt::format("/proc/{0}/task/{0}/children", shell)));
+  int server_pid = 0;
+  children >> server_pid;
+  REQUIRE(server_pid > 0);
+  REQUIRE(::kill(server_pid, SIGKILL) == 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  // Noticed at once (the watch polls every 500 ms): the teardown begins soon after the kill.
+  REQUIRE(st::wait_until([&] { return journal_has(out, "phase_started", "victim", "teardown"); }, k_phase_timeout));
+  const auto noticed = std::chrono::steady_clock::now() - killed_at;
+  MESSAGE("the death was noticed after " << std::chrono::duration<double>(noticed).count() << " s");
+  CHECK(noticed < std::chrono::seconds(10));
+  auto code = run->wait_exit_code(k_sweep_timeout);
+  INFO(sweep.output());
+  CHECK(code == 1);
+  auto result = read_json(out / "variants/victim/result.json");
+  CHECK(result["status"] == "failed");
+  const std::string reason = result["reason"];
+  CHECK(reason.find("the server died during bench parallel at c") != std::string::npos);
+  CHECK(reason.find("exit code 137") != std::string::npos);
+  CHECK(result["failure"]["log_tail"].size() > 0);
+  auto parallel = result["benchmarks"]["parallel"];
+  CHECK(parallel["status"] == "failed");
+  CHECK(parallel["server_died"]["exit_code"] == 137);
+  REQUIRE(parallel["levels"].size() >= 1);
+  // The level was stopped, not run to its end against a closed port.
+  CHECK(parallel["levels"].back()["result"]["requests"].get<int>() < 400);
+  CHECK(stray_servers(sweep.state()) == "");
 }

@@ -195,8 +195,9 @@ TEST_CASE("server metrics from vLLM log lines") {
       "tokens, Drafted: 2000 tokens\n";
   const auto metrics = run::scan_server_metrics(tmpl->log, window);
 
-  CHECK(names_of(metrics) ==
-        std::vector<std::string>{"accept_length", "draft_acceptance_rate", "gen_throughput", "running_requests"});
+  CHECK(names_of(metrics) == std::vector<std::string>{"accept_length", "draft_acceptance_rate", "gen_throughput",
+                                                      "running_requests", "queued_requests", "accepted_tokens",
+                                                      "drafted_tokens"});
   const auto* accept = run::find_server_metric(metrics, "accept_length");
   REQUIRE(accept != nullptr);
   CHECK(accept->samples == 2);
@@ -224,4 +225,102 @@ TEST_CASE("speculation_ineffective") {
   CHECK_FALSE(run::speculation_ineffective(run::k_ineffective_accept_length));
   CHECK_FALSE(run::speculation_ineffective(1.5));
   CHECK_FALSE(run::speculation_ineffective(3.2));
+}
+
+TEST_CASE("prometheus_value sums a counter over its label sets, with or without _total") {
+  // The text format as vLLM's prometheus_client serves it (v1/spec_decode/metrics.py counters).
+  const std::string text = "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+                           "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+                           "vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 120.0\n"
+                           "vllm:spec_decode_num_drafts_total{engine=\"1\",model_name=\"m}\"} 30.0\n"
+                           "vllm:spec_decode_num_drafts_created 1.7e9\n"
+                           "plain 5\n";
+  CHECK(run::prometheus_value(text, "vllm:spec_decode_num_drafts") == doctest::Approx(150.0));
+  CHECK(run::prometheus_value(text, "vllm:spec_decode_num_drafts_total") == doctest::Approx(150.0));
+  CHECK(run::prometheus_value(text, "plain") == doctest::Approx(5.0));
+  CHECK_FALSE(run::prometheus_value(text, "vllm:spec_decode_num_accepted_tokens"));
+  CHECK_FALSE(run::prometheus_value("garbage{ x\nvllm:x notanumber\n", "vllm:x"));
+}
+
+TEST_CASE("accept length over a window comes from the template's best source and names it") {
+  server::LogPatterns patterns;
+  patterns.metrics = {{"accept_length", R"(Decode batch.*accept len: ([0-9.]+))"},
+                      {"running_requests", R"(Decode batch.*#running-req: (\d+))"}};
+  // Two decode lines: 2 requests at accept 3.0 and 6 at accept 1.0. Over verify
+  // passes that is (2*3 + 6*1) / 8 = 1.5; the mean of lines would say 2.0.
+  const std::string log = "Decode batch, #running-req: 2, #token: 10, accept len: 3.00, gen throughput (token/s): 5\n"
+                          "Prefill batch, #running-req: 40, #new-token: 9\n"
+                          "Decode batch, #running-req: 6, #token: 10, accept len: 1.00, gen throughput (token/s): 5\n";
+  run::AcceptWindow window;
+  window.log = log;
+  SUBCASE("log lines weighted by the passes they cover") {
+    server::AcceptSource source;
+    source.kind = server::AcceptSource::Kind::log;
+    source.weight = "running_requests";
+    auto a = run::accept_length_of({source}, patterns, window);
+    REQUIRE(a);
+    CHECK(a->value == doctest::Approx(1.5));
+    CHECK(a->over == doctest::Approx(8));
+    CHECK(a->source == "log: \"accept_length\" weighted by \"running_requests\"");
+  }
+  SUBCASE("no sources: the mean over lines, as before") {
+    auto a = run::accept_length_of({}, patterns, window);
+    REQUIRE(a);
+    CHECK(a->value == doctest::Approx(2.0));
+  }
+  SUBCASE("prometheus deltas win over the log, and fall back to it without counters") {
+    server::AcceptSource prom;
+    prom.kind = server::AcceptSource::Kind::prometheus;
+    prom.drafts = "vllm:spec_decode_num_drafts";
+    prom.accepted = "vllm:spec_decode_num_accepted_tokens";
+    server::AcceptSource log_source;
+    log_source.weight = "running_requests";
+    // Since boot: 100 drafts and 150 accepted before (warmup), 300 and 550 after.
+    window.metrics_before = "vllm:spec_decode_num_drafts_total 100\nvllm:spec_decode_num_accepted_tokens_total 150\n";
+    window.metrics_after = "vllm:spec_decode_num_drafts_total 300\nvllm:spec_decode_num_accepted_tokens_total 550\n";
+    auto a = run::accept_length_of({prom, log_source}, patterns, window);
+    REQUIRE(a);
+    CHECK(a->kind == server::AcceptSource::Kind::prometheus);
+    CHECK(a->value == doctest::Approx(3.0));
+    CHECK(a->over == doctest::Approx(200));
+    window.metrics_after = "# the server restarted its counters? nothing to read\n";
+    a = run::accept_length_of({prom, log_source}, patterns, window);
+    REQUIRE(a);
+    CHECK(a->kind == server::AcceptSource::Kind::log);
+  }
+  SUBCASE("responses: accepted over verify steps of the completed requests") {
+    server::AcceptSource responses;
+    responses.kind = server::AcceptSource::Kind::responses;
+    // 2 requests, 64 tokens each, 84 accepted: steps = 128 - 2 - 84 = 42.
+    window.draft_accepted = 84;
+    window.predicted_tokens = 128;
+    window.completed = 2;
+    auto a = run::accept_length_of({responses}, patterns, window);
+    REQUIRE(a);
+    CHECK(a->value == doctest::Approx(1.0 + 84.0 / 42.0));
+    window.draft_accepted = -1;
+    CHECK_FALSE(run::accept_length_of({responses}, patterns, window));
+  }
+}
+
+TEST_CASE("llama.cpp's per-request lines give the window's mean len over its verify passes") {
+  // Real lines of llama-server (3f545bec, tools/server/server-context.cpp print_timing), two requests.
+  server::LogPatterns patterns;
+  patterns.metrics = {
+      {"accept_length", R"(draft acceptance = [0-9.]+ \(\s*\d+ accepted /\s*\d+ generated\), mean len =\s*([0-9.]+))"},
+      {"accepted_tokens", R"(draft acceptance = [0-9.]+ \(\s*(\d+) accepted /)"}};
+  const std::string log =
+      "0.06.716.591 I slot print_timing: id  3 | task 0 | draft acceptance = 0.45455 (   40 accepted /    88 "
+      "generated), mean len =  2.82\n"
+      "0.08.948.326 I slot print_timing: id  2 | task 50 | draft acceptance = 0.55263 (   42 accepted /    76 "
+      "generated), mean len =  3.10\n";
+  server::AcceptSource source;
+  source.accepted = "accepted_tokens";
+  run::AcceptWindow window;
+  window.log = log;
+  auto a = run::accept_length_of({source}, patterns, window);
+  REQUIRE(a);
+  // 40 / 1.82 = 21.98 -> 22 passes, 42 / 2.10 = 20 passes: 1 + 82 / 42.
+  CHECK(a->over == doctest::Approx(42));
+  CHECK(a->value == doctest::Approx(1.0 + 82.0 / 42.0));
 }

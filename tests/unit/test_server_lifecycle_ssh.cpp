@@ -121,7 +121,7 @@ TEST_CASE("lifecycle over SSH: a crash while loading fails fast with the log") {
   CHECK(message.find("last log lines:") != std::string::npos);
   CHECK(message.find("Traceback") != std::string::npos);
   // The excerpt shows the load up to the crash.
-  CHECK(message.find("  | Loading safetensors checkpoint shards: ") != std::string::npos);
+  CHECK(message.find("  | Multi-thread loading shards: ") != std::string::npos);
   // The server did end, with exit code 1; the error quotes the fatal line, which comes first.
   CHECK(test::wait_until([&] {
     auto code = remote::read_exit_code(*sb.host, server->files);
@@ -146,8 +146,9 @@ TEST_CASE("lifecycle over SSH: the OOM line fails the load and is quoted") {
   CHECK(took < k_fails_within);
   CHECK(loaded.error().kind() == ErrorKind::failed);
   // The specific line is quoted, not the traceback's first line.
-  CHECK(message.starts_with(sb.where() + "the server failed while loading (exited with code 1): torch.OutOfMemoryError: "
-                                         "CUDA out of memory. Tried to allocate 2.00 GiB"));
+  CHECK(message.starts_with(sb.where() +
+                            "the server failed while loading (exited with code 1): torch.OutOfMemoryError: "
+                            "CUDA out of memory. Tried to allocate 2.00 GiB"));
   CHECK(server::teardown(*sb.host, *server, config, reporter));
   CHECK(remote::find_tagged(*sb.host, server->tag).value().empty());
 }
@@ -269,7 +270,7 @@ TEST_CASE("lifecycle over SSH: our own server's escaped workers are stopped by t
     auto named = fmt::format("pid {} ({})", app.pid, app.name);
     CHECK(any_line_contains(down->escaped, named));
     CHECK(any_line_contains(reporter.lines(),
-                            sb.where() + "killed a worker that had left the server's process group: " + named));
+                            sb.where() + "stopped a worker that had left the server's process group: " + named));
     CHECK_FALSE(remote::is_alive(node, app.pid).value());
   }
   CHECK(remote::find_tagged(node, server->tag).value().empty());

@@ -48,9 +48,8 @@ struct RunningServer {
 };
 
 // Starts the server detached, tagged, logging to its run directory, and opens the tunnel.
-std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config,
-                                           const LaunchCommand& command, const std::string& tag,
-                                           const std::string& state_dir = k_default_state_dir);
+std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
+                                           const std::string& tag, const std::string& state_dir = k_default_state_dir);
 
 struct LoadReport {
   util::Duration load_time{0};
@@ -69,11 +68,13 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
 struct TeardownReport {
   // Workers that had left the process group and were killed by tag, by pid and name.
   std::vector<std::string> escaped;
+  // Processes still there when the grace after TERM ran out, killed with KILL.
+  std::vector<std::string> killed;
   bool gpus_released = true;
 };
 
-// TERM the process group, grace, KILL; kill tagged workers that escaped the group,
-// naming each; then check that the GPUs are released.
+// One TERM to the process group (and to tagged workers that escaped it), grace,
+// then KILL, naming what needed it; then check that the GPUs are released.
 std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningServer& server,
                                               const ServerConfig& config, util::Reporter& reporter);
 

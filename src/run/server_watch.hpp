@@ -1,0 +1,64 @@
+#pragma once
+
+// Private to src/run: a server's liveness, watched while a benchmark runs.
+
+#include <specctl/remote/host.hpp>
+#include <specctl/remote/host_ops.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace specctl::run::detail {
+
+// A dead server is noticed within this, and costs one round trip per period:
+// the same status line the load's watch reads.
+inline constexpr std::chrono::milliseconds k_watch_period{500};
+
+// Polls the server's exit file and process from a thread of its own while a
+// benchmark runs. The benchmark's stop flag is this watch's: it is set when the
+// run's own stop flag is, and when the server dies, so no request is sent to a
+// closed port once the server is gone.
+class ServerWatch {
+public:
+  struct Death {
+    // From the server's exit file; none when it was killed before it could write one.
+    std::optional<int> exit_code;
+    // Since the watch began.
+    double after_s = 0;
+  };
+
+  ServerWatch(remote::Host& host, const remote::RunFiles& files, int pid, const std::atomic<bool>* outer_stop);
+  ~ServerWatch();
+  ServerWatch(const ServerWatch&) = delete;
+  ServerWatch& operator=(const ServerWatch&) = delete;
+
+  const std::atomic<bool>* stop_flag() const { return &m_stop; }
+  // Asks for a check now, not at the next period (a request just failed).
+  void poke();
+  // Set once the server was seen dead; asks once more when the benchmark ended
+  // on its own first (a death in the last moments is still a death).
+  std::optional<Death> death();
+
+private:
+  void loop();
+  bool check();
+
+  remote::Host& m_host;
+  remote::RunFiles m_files;
+  int m_pid;
+  const std::atomic<bool>* m_outer;
+  std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
+  std::atomic<bool> m_stop{false};
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_quit = false;
+  bool m_poked = false;
+  std::optional<Death> m_death;
+  std::thread m_thread;
+};
+
+} // namespace specctl::run::detail
