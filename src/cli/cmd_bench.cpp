@@ -41,6 +41,7 @@ struct BenchOptions {
   std::string prompts = "seeds";
   int warmup = 1;
   std::string timeout = "10m";
+  std::string idle_timeout = "60s";
   std::string json_file;
   std::string requests_file;
   bool no_progress = false;
@@ -139,6 +140,10 @@ int run_bench(const BenchOptions& o) {
   common.request.timeout = duration_or_throw(o.timeout, "--timeout");
   if (common.request.timeout <= util::Duration::zero()) {
     throw Error("--timeout must be positive", ErrorKind::bad_input);
+  }
+  common.request.idle_timeout = duration_or_throw(o.idle_timeout, "--idle-timeout");
+  if (common.request.idle_timeout <= util::Duration::zero()) {
+    throw Error("--idle-timeout must be positive", ErrorKind::bad_input);
   }
   common.warmup = o.warmup;
   auto source = bench::parse_prompt_source(o.prompts);
@@ -252,6 +257,9 @@ Action setup_bench(CLI::App& command) {
       ->default_str("1")
       ->check(CLI::NonNegativeNumber);
   command.add_option("--timeout", o->timeout, "Deadline of each request")->default_str("10m");
+  command
+      .add_option("--idle-timeout", o->idle_timeout, "A request with no byte of answer for this long fails as stalled")
+      ->default_str("60s");
   command.add_option("--json", o->json_file, "Write the results as a versioned JSON document");
   command.add_option("--requests-jsonl", o->requests_file, "Write one JSON line per request, with chunk timings");
   command.add_flag("--no-progress", o->no_progress, "No progress line on stderr");

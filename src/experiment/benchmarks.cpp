@@ -22,8 +22,8 @@ constexpr util::Duration k_command_timeout = 30min;
 constexpr util::Duration k_min_benchmark_timeout = 1min;
 
 const std::vector<std::string> k_kinds = {"single_stream", "concurrency", "rate", "command"};
-const std::vector<std::string> k_common_keys = {"name",   "kind",       "max_tokens", "prompts",
-                                                "warmup", "endpoint",   "ignore_eos", "timeout"};
+const std::vector<std::string> k_common_keys = {"name",     "kind",       "max_tokens", "prompts",     "warmup",
+                                                "endpoint", "ignore_eos", "timeout",    "idle_timeout"};
 const std::vector<std::string> k_placeholders = {"url", "port", "variant", "model", "host"};
 
 std::vector<std::string> keys_for(const std::string& kind) {
@@ -103,8 +103,9 @@ void check_placeholders(const util::YamlField& field, const std::string& run) {
     }
     std::string name = run.substr(i + 1, end - i - 1);
     if (std::find(k_placeholders.begin(), k_placeholders.end(), name) == k_placeholders.end()) {
-      field.error(fmt::format("unknown placeholder \"{{{}}}\"{}; known: {{url}}, {{port}}, {{variant}}, {{model}}, {{host}}",
-                              name, util::did_you_mean(name, k_placeholders)));
+      field.error(
+          fmt::format("unknown placeholder \"{{{}}}\"{}; known: {{url}}, {{port}}, {{variant}}, {{model}}, {{host}}",
+                      name, util::did_you_mean(name, k_placeholders)));
     }
     i = end;
   }
@@ -136,7 +137,8 @@ void parse_command(const util::YamlField& field, BenchmarkSpec& spec) {
     field.error("a command benchmark needs \"run\"");
   }
   if (auto on = field["on"]; on.present()) {
-    spec.run_on = on.as_choice({"local", "host"}).value_or("local") == "host" ? CommandWhere::host : CommandWhere::local;
+    spec.run_on =
+        on.as_choice({"local", "host"}).value_or("local") == "host" ? CommandWhere::host : CommandWhere::local;
   }
   auto parse = field["parse"];
   auto json = field["json"];
@@ -233,8 +235,8 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
     spec.ignore_eos = v.as_bool().value_or(true);
   }
   if (auto v = field["endpoint"]; v.present()) {
-    spec.endpoint = v.as_choice({"completions", "chat"}).value_or("completions") == "chat" ? Endpoint::chat
-                                                                                            : Endpoint::completions;
+    spec.endpoint =
+        v.as_choice({"completions", "chat"}).value_or("completions") == "chat" ? Endpoint::chat : Endpoint::completions;
   }
   if (auto v = field["prompts"]; v.present()) {
     parse_prompts(v, experiment_dir, spec.prompts);
@@ -300,6 +302,12 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   if (auto v = field["timeout"]; v.present()) {
     spec.timeout = v.as_duration().value_or(spec.timeout);
   }
+  if (auto v = field["idle_timeout"]; v.present()) {
+    spec.idle_timeout = v.as_duration().value_or(spec.idle_timeout);
+    if (spec.idle_timeout <= util::Duration::zero()) {
+      v.error("must be positive");
+    }
+  }
   return spec;
 }
 
@@ -332,6 +340,8 @@ std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, c
 
 namespace specctl::experiment {
 
-std::string_view kind_name(BenchmarkKind kind) { return detail::k_kinds.at(static_cast<std::size_t>(kind)); }
+std::string_view kind_name(BenchmarkKind kind) {
+  return detail::k_kinds.at(static_cast<std::size_t>(kind));
+}
 
 } // namespace specctl::experiment

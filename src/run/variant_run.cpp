@@ -370,6 +370,7 @@ private:
     common.request.endpoint = to_bench(spec.endpoint);
     common.request.max_tokens = spec.max_tokens;
     common.request.ignore_eos = spec.ignore_eos;
+    common.request.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(spec.idle_timeout);
     auto base = std::filesystem::path(m_s.experiment.file).parent_path();
     auto prompts = bench::load_prompts(prompt_source(spec.prompts, base));
     if (!prompts) {

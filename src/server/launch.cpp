@@ -72,12 +72,16 @@ std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfi
   }
   auto pid = remote::start_detached(host, {command.argv, command.env, server.files.dir, tag});
   if (!pid) {
+    // A start cut short (a signal to the shell running it: scancel, Ctrl-C) may have
+    // started the server all the same: nothing carrying its tag outlives the error.
+    (void)detail::stop_server(host, 0, tag, config.cleanup.grace);
     return std::unexpected(pid.error());
   }
   server.pid = *pid;
   std::string target = config.listen == "0.0.0.0" || config.listen == "::" ? "127.0.0.1" : config.listen;
   auto port = host.open_tunnel(target, config.port);
   if (!port) {
+    (void)detail::stop_server(host, server.pid, tag, config.cleanup.grace);
     return std::unexpected(port.error());
   }
   server.local_port = *port;

@@ -2,6 +2,9 @@
 
 #include <specctl/bench/chunk.hpp>
 
+#include <specctl/bench/sse.hpp>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -155,4 +158,81 @@ TEST_CASE("chunk scanner agrees with nlohmann::json on mutated chunks") {
   // The mutations must exercise both outcomes.
   CHECK(accepted > 100);
   CHECK(accepted < 19000);
+}
+
+namespace {
+
+// The events of a recorded stream, its "# " header lines left out.
+std::vector<std::string> recorded_events(const std::string& file) {
+  std::ifstream in(std::string(SPECCTL_TEST_SOURCE_DIR) + "/tests/data/engine-logs/llamacpp-3f545bec/" + file);
+  REQUIRE(in);
+  std::string bytes;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("# ")) {
+      bytes += line + "\n";
+    }
+  }
+  std::vector<std::string> events;
+  specctl::bench::SseParser parser;
+  REQUIRE(parser.feed(bytes, [&](std::string_view data) { events.emplace_back(data); }));
+  return events;
+}
+
+} // namespace
+
+TEST_CASE("chunk scanner: llama-server's real streams") {
+  SUBCASE("completions: usage and timings ride on the last content event") {
+    auto events = recorded_events("completion-stream.sse");
+    REQUIRE(events.size() >= 3);
+    CHECK(events.back() == "[DONE]");
+    int content = 0;
+    ChunkFields last;
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+      ChunkFields f;
+      REQUIRE(scan_chunk(events[i], f));
+      content += f.has_content ? 1 : 0;
+      if (i + 2 == events.size()) {
+        last = f;
+      }
+    }
+    // 48 tokens, one event each, then an event with empty text carrying the figures.
+    CHECK(content == 48);
+    CHECK(last.finish_reason == "length");
+    CHECK(last.completion_tokens == 48);
+    CHECK(last.prompt_tokens == 33);
+    CHECK(last.cached_tokens == 0);
+    CHECK(last.has_timings);
+    CHECK(last.timings_predicted_n == 48);
+    CHECK(last.timings_predicted_per_second == doctest::Approx(127.74238437955252));
+    CHECK(last.timings_draft_n == 60);
+    CHECK(last.timings_draft_accepted == 31);
+  }
+  SUBCASE("chat: a role-only first event, a finish-only event, then choices: [] with usage and timings") {
+    auto events = recorded_events("chat-stream.sse");
+    REQUIRE(events.size() == 12);
+    ChunkFields first;
+    REQUIRE(scan_chunk(events[0], first));
+    CHECK(first.has_choices);
+    CHECK_FALSE(first.has_content);
+    int content = 0;
+    for (std::size_t i = 1; i < 9; ++i) {
+      ChunkFields f;
+      REQUIRE(scan_chunk(events[i], f));
+      content += f.has_content ? 1 : 0;
+    }
+    CHECK(content == 8);
+    ChunkFields finish;
+    REQUIRE(scan_chunk(events[9], finish));
+    CHECK_FALSE(finish.has_content);
+    CHECK(finish.finish_reason == "length");
+    ChunkFields usage;
+    REQUIRE(scan_chunk(events[10], usage));
+    CHECK_FALSE(usage.has_choices);
+    CHECK(usage.completion_tokens == 8);
+    CHECK(usage.has_timings);
+    CHECK(usage.timings_draft_n == 8);
+    CHECK(usage.timings_draft_accepted == 4);
+    CHECK(events[11] == "[DONE]");
+  }
 }

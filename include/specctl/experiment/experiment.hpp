@@ -141,6 +141,8 @@ struct BenchmarkSpec {
   std::vector<MetricExtractor> extract;
   // Every benchmark is bounded; by default from its size at a pessimistic speed.
   util::Duration timeout = util::Duration{0};
+  // A request with no byte of answer for this long fails as stalled (built-in kinds).
+  util::Duration idle_timeout = std::chrono::seconds{60};
 
   int requests_at(int level) const;
   std::string describe() const;
