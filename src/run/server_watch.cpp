@@ -1,5 +1,12 @@
 #include "server_watch.hpp"
 
+#include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
+
+#include <charconv>
+#include <fmt/format.h>
+#include <sstream>
+#include <thread>
 #include <utility>
 
 namespace specctl::run::detail {
@@ -17,16 +24,67 @@ ServerWatch::~ServerWatch() {
   m_thread.join();
 }
 
+namespace {
+
+// The launched pid is the shell that runs the server as its child and then writes the
+// exit code. Between the server's death and the shell's exit (a loaded machine takes
+// tens of milliseconds) the shell still lives: the server is alive only while the shell
+// has a living child, which ps sees in the shell's session.
+struct Status {
+  std::optional<int> exit_code;
+  bool server_alive = false;
+};
+
+std::expected<Status, Error> server_status(remote::Host& host, const remote::RunFiles& files, int shell) {
+  auto ran = host.exec(fmt::format("printf '%s|' \"$(cat {} 2>/dev/null)\"; ps -o ppid=,stat= -s {} 2>/dev/null; true",
+                                   util::shell_quote(files.exit()), shell));
+  if (!ran) {
+    return std::unexpected(ran.error());
+  }
+  Status status;
+  const auto bar = ran->out.find('|');
+  if (bar == std::string::npos) {
+    return std::unexpected(Error(fmt::format("{}: unexpected answer while watching the server", host.describe())));
+  }
+  const std::string code = util::trim(ran->out.substr(0, bar));
+  int value = 0;
+  if (auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), value);
+      ec == std::errc() && end == code.data() + code.size() && !code.empty()) {
+    status.exit_code = value;
+  }
+  std::istringstream lines(ran->out.substr(bar + 1));
+  int ppid = 0;
+  std::string stat;
+  while (lines >> ppid >> stat) {
+    status.server_alive = status.server_alive || (ppid == shell && !stat.starts_with('Z'));
+  }
+  return status;
+}
+
+} // namespace
+
 bool ServerWatch::check() {
-  auto poll = remote::poll_server(m_host, m_files, m_pid, 0, 0);
+  auto status = server_status(m_host, m_files, m_pid);
   // A lost round trip says nothing about the server: the next one asks again.
-  if (!poll || (poll->alive && !poll->exit_code)) {
+  if (!status || (status->server_alive && !status->exit_code)) {
     return false;
+  }
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  // Stop the benchmark first: every moment more is a request sent to a closed port.
+  m_stop = true;
+  // The shell writes the code a moment after its child ended: wait for it, briefly.
+  constexpr int k_exit_code_tries = 20;
+  constexpr std::chrono::milliseconds k_exit_code_wait{50};
+  std::optional<int> code = status->exit_code;
+  for (int i = 0; i < k_exit_code_tries && !code; ++i) {
+    std::this_thread::sleep_for(k_exit_code_wait);
+    if (auto again = remote::read_exit_code(m_host, m_files); again) {
+      code = *again;
+    }
   }
   std::lock_guard lock(m_mutex);
   if (!m_death) {
-    m_death =
-        Death{poll->exit_code, std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count()};
+    m_death = Death{code, after};
   }
   return true;
 }
