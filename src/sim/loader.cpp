@@ -157,6 +157,28 @@ const Fault* load_fault(const FaultSet& faults) {
   return fault;
 }
 
+// Where each part of a GPU engine's load ends, as fractions of its load time: both the
+// SGLang and the vLLM personality load weights, a draft, the KV cache and graphs in this order.
+struct LoadShares {
+  double load_s;
+  double weights_share;
+  double weights_start;
+  double weights_end;
+  double draft_end;
+  double kv_end;
+};
+
+LoadShares load_shares(const Options& options, bool spec, bool graphs) {
+  LoadShares shares{};
+  shares.load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
+  shares.weights_share = k_weights_share + (spec ? 0.0 : k_draft_share) + (graphs ? 0.0 : k_graph_share);
+  shares.weights_start = k_init_share;
+  shares.weights_end = shares.weights_start + shares.weights_share;
+  shares.draft_end = shares.weights_end + (spec ? k_draft_share : 0.0);
+  shares.kv_end = shares.draft_end + k_kv_share;
+  return shares;
+}
+
 // Plays `events` at their fractions of load_s; a fault strikes at its own.
 std::optional<int> play(std::vector<Event>& events, double load_s, const Fault* fault,
                         const std::function<int()>& strike_action) {
@@ -194,12 +216,13 @@ std::optional<int> run_load_sglang(const Options& options, const PerfModel& mode
   const int tp = variant.tp;
   const bool spec = variant.spec.has_value();
   const bool graphs = variant.cuda_graph;
-  const double load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
-  const double weights_share = k_weights_share + (spec ? 0.0 : k_draft_share) + (graphs ? 0.0 : k_graph_share);
-  const double weights_start = k_init_share;
-  const double weights_end = weights_start + weights_share;
-  const double draft_end = weights_end + (spec ? k_draft_share : 0.0);
-  const double kv_end = draft_end + k_kv_share;
+  const LoadShares shares = load_shares(options, spec, graphs);
+  const double load_s = shares.load_s;
+  const double weights_share = shares.weights_share;
+  const double weights_start = shares.weights_start;
+  const double weights_end = shares.weights_end;
+  const double draft_end = shares.draft_end;
+  const double kv_end = shares.kv_end;
 
   const auto avail = [&](double used_gib) { return memory.total_gib - used_gib; };
   const auto each_rank = [&](const std::function<std::string(int)>& line) {
@@ -346,12 +369,13 @@ std::optional<int> run_load_vllm(const Options& options, const PerfModel& model,
   const auto& variant = model.variant();
   const bool spec = variant.spec.has_value();
   const bool graphs = variant.cuda_graph;
-  const double load_s = std::chrono::duration<double>(options.sim.load_time).count() / options.sim.speed;
-  const double weights_share = k_weights_share + (spec ? 0.0 : k_draft_share) + (graphs ? 0.0 : k_graph_share);
-  const double weights_start = k_init_share;
-  const double weights_end = weights_start + weights_share;
-  const double draft_end = weights_end + (spec ? k_draft_share : 0.0);
-  const double kv_end = draft_end + k_kv_share;
+  const LoadShares shares = load_shares(options, spec, graphs);
+  const double load_s = shares.load_s;
+  const double weights_share = shares.weights_share;
+  const double weights_start = shares.weights_start;
+  const double weights_end = shares.weights_end;
+  const double draft_end = shares.draft_end;
+  const double kv_end = shares.kv_end;
   const std::string bar_prefix = fmt::format("({} pid={}) ", k_vllm_core, ::getpid());
   const auto core = [&](LogLevel level, std::string_view file, std::string_view message) {
     log.vllm(level, file, message, k_vllm_core);
