@@ -4,43 +4,7 @@
 set -u
 specctl="$1"
 specsim="$2"
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# expect NAME CODE COMMAND...: runs COMMAND (bounded by timeout), stores stdout/stderr, checks the exit code.
-expect() {
-  local name="$1" code="$2"
-  shift 2
-  timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [[ $got -ne $code ]]; then
-    echo "FAIL $name: exit $got, expected $code"; sed 's/^/  stderr: /' "$tmp/err" | head -5
-    failed=$((failed + 1))
-    return 1
-  fi
-  passed=$((passed + 1))
-}
-
-# same NAME FILE EXPECTED: exact content check.
-same() {
-  if [[ "$(cat "$2")" == "$3" ]]; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $1:"; diff <(echo "$3") "$2" | head -10
-    failed=$((failed + 1))
-  fi
-}
-
-contains() {
-  if grep -qF -- "$3" "$2"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $1: no \"$3\" in:"; cat "$2"
-    failed=$((failed + 1))
-  fi
-}
+source "$(dirname "$0")/checks.sh"
 
 expect version 0 "$specctl" --version
 same version-text "$tmp/out" "specctl 0.1.0"

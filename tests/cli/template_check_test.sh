@@ -3,43 +3,8 @@
 # Usage: template_check_test.sh PATH_TO_SPECCTL   (from the source directory)
 set -u
 specctl="$1"
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/checks.sh"
 corpus=tests/data/engine-logs
-
-# expect NAME CODE COMMAND...: runs COMMAND (bounded by timeout), stores stdout/stderr, checks the exit code.
-expect() {
-  local name="$1" code="$2"
-  shift 2
-  timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [[ $got -ne $code ]]; then
-    echo "FAIL $name: exit $got, expected $code"; sed 's/^/  stdout: /' "$tmp/out" | tail -5; sed 's/^/  stderr: /' "$tmp/err" | head -5
-    failed=$((failed + 1))
-    return 1
-  fi
-  passed=$((passed + 1))
-}
-
-same() {
-  if [[ "$(cat "$2")" == "$3" ]]; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $1:"; diff <(echo "$3") "$2" | head -10
-    failed=$((failed + 1))
-  fi
-}
-
-contains() {
-  if grep -qF -- "$3" "$2"; then
-    passed=$((passed + 1))
-  else
-    echo "FAIL $1: no \"$3\" in:"; cat "$2"
-    failed=$((failed + 1))
-  fi
-}
 
 expect help 0 "$specctl" template check --help
 contains help-exit "$tmp/out" "Exit 0 when the log reached ready"
