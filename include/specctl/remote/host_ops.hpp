@@ -66,8 +66,7 @@ struct ProcessInfo {
 std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const std::vector<int>& pids);
 
 // One round trip for a server being watched: new log bytes, its exit code if it
-// ended, and whether its process still lives (a zombie does not). `max_bytes` 0
-// reads no log: only the exit code and liveness.
+// ended, and whether its process still lives (a zombie does not).
 struct ServerPoll {
   std::string log_bytes;
   std::optional<int> exit_code;
