@@ -321,7 +321,8 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
                   "the benchmark's time limit passed while the request was in flight");
       break;
     }
-    while (next < plan.count && static_cast<int>(m_busy.size()) < limit) {
+    const bool held = m_options.hold != nullptr && m_options.hold->load(std::memory_order_relaxed);
+    while (!held && next < plan.count && static_cast<int>(m_busy.size()) < limit) {
       auto intended = now;
       if (open_loop) {
         intended = level_start + std::chrono::duration_cast<Clock::duration>(
@@ -372,7 +373,7 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
         } else {
           ++failed;
           if (m_options.on_request_failed) {
-            m_options.on_request_failed();
+            m_options.on_request_failed(*record.failure);
           }
         }
       }

@@ -110,12 +110,18 @@ void ServerWatch::loop() {
     if (check()) {
       m_stop = true;
     }
+    // Alive, or not known: the level goes on (a lost round trip must not hold it).
+    m_hold = false;
     next_check = std::chrono::steady_clock::now() + k_watch_period;
     lock.lock();
   }
 }
 
-void ServerWatch::poke() {
+void ServerWatch::poke(bench::FailureKind kind) {
+  using bench::FailureKind;
+  if (kind == FailureKind::connect || kind == FailureKind::closed_before_send || kind == FailureKind::no_response) {
+    m_hold = true;
+  }
   {
     std::lock_guard lock(m_mutex);
     m_poked = true;

@@ -2,6 +2,7 @@
 
 // Private to src/run: a server's liveness, watched while a benchmark runs.
 
+#include <specctl/bench/result.hpp>
 #include <specctl/remote/host.hpp>
 #include <specctl/remote/host_ops.hpp>
 
@@ -37,8 +38,11 @@ public:
   ServerWatch& operator=(const ServerWatch&) = delete;
 
   const std::atomic<bool>* stop_flag() const { return &m_stop; }
-  // Asks for a check now, not at the next period (a request just failed).
-  void poke();
+  // Asks for a check now, not at the next period: a request failed of `kind`. A
+  // failure on the connection itself (refused, closed with no answer) is what a
+  // dead server gives: new requests are held until the check has answered.
+  void poke(bench::FailureKind kind);
+  const std::atomic<bool>* hold_flag() const { return &m_hold; }
   // Set once the server was seen dead; asks once more when the benchmark ended
   // on its own first (a death in the last moments is still a death).
   std::optional<Death> death();
@@ -53,6 +57,7 @@ private:
   const std::atomic<bool>* m_outer;
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
   std::atomic<bool> m_stop{false};
+  std::atomic<bool> m_hold{false};
   std::mutex m_mutex;
   std::condition_variable m_wake;
   bool m_quit = false;

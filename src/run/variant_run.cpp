@@ -414,7 +414,8 @@ private:
     options.common.on_progress = nullptr;
     ServerWatch watch(*m_host, m_server->files, m_server->pid, m_s.options.stop);
     options.common.stop = watch.stop_flag();
-    options.common.on_request_failed = [&] { watch.poke(); };
+    options.common.on_request_failed = [&](bench::FailureKind kind) { watch.poke(kind); };
+    options.common.hold = watch.hold_flag();
     auto result = bench::run_single_stream(target(), options);
     if (auto death = watch.death()) {
       server_died(*death, "the warmup");
@@ -530,7 +531,8 @@ private:
       Window window;
       bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
       options.common.stop = watch->stop_flag();
-      options.common.on_request_failed = [&] { watch->poke(); };
+      options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
+      options.common.hold = watch->hold_flag();
       options.common.on_measured_start = [&] { window = open_window(); };
       auto result = bench::run_single_stream(target(), options);
       if (auto death = watch->death()) {
@@ -553,7 +555,8 @@ private:
       entry["levels"] = ordered::array();
       auto common = common_options(spec, m_phase);
       common.stop = watch->stop_flag();
-      common.on_request_failed = [&] { watch->poke(); };
+      common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
+      common.hold = watch->hold_flag();
       for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
         check_stop();
         // One level at a time, so the server's log can be read for each level's window.

@@ -54,7 +54,11 @@ struct RunOptions {
   std::function<void()> on_measured_start;
   // Called from the event loop when a measured request fails: a watcher of the
   // server checks it at once (a dead server fails requests in microseconds).
-  std::function<void()> on_request_failed;
+  std::function<void(FailureKind)> on_request_failed;
+  // While it is true no new request is started (running ones go on): a watcher
+  // holds the level while it checks a server that refused a connection, so a
+  // dead server's port is not sent the rest of the level.
+  const std::atomic<bool>* hold = nullptr;
   // Called from the event loop at most every progress_interval and once when a phase ends.
   std::function<void(const Progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};
