@@ -332,7 +332,8 @@ std::string compare_json(const Comparison& c) {
     }
     out["variants"].push_back(j);
   }
-  return out.dump(2) + "\n";
+  // Folder names and quoted text need not be UTF-8: replace such bytes rather than throw.
+  return out.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 std::string compare_junit(const Comparison& c) {

@@ -277,7 +277,9 @@ std::string to_json(const Report& r) {
                                    {"tolerance_pct", e.tolerance_pct},
                                    {"reproduced", e.reproduced}});
   }
-  return out.dump(2) + "\n";
+  // Text the report quotes (a damaged file's parse error, a folder's name) need not be
+  // UTF-8: replace such bytes rather than throw and lose the whole report.
+  return out.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 std::string to_junit(const Report& r) {

@@ -9,6 +9,22 @@ namespace specctl::run::detail {
 
 using nlohmann::json;
 
+namespace {
+
+// A string field of a journal entry, empty when it is missing or not a string:
+// a damaged line must not stop a resumed run (json::value() throws on a type).
+std::string text_field(const json& entry, const char* key) {
+  auto it = entry.find(key);
+  return it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int int_field(const json& entry, const char* key, int fallback) {
+  auto it = entry.find(key);
+  return it != entry.end() && it->is_number_integer() ? it->get<int>() : fallback;
+}
+
+} // namespace
+
 class SlurmLogins::Serial final : public remote::Host {
 public:
   Serial(HostPool& pool, std::string name) : m_pool(pool), m_name(std::move(name)) {}
@@ -54,8 +70,8 @@ remote::Host& SlurmLogins::login(const std::string& login_name) {
 std::set<std::string> journaled_slurm_jobs(const std::vector<json>& entries) {
   std::set<std::string> ids;
   for (const auto& e : entries) {
-    if (e.value("event", "").starts_with("slurm_") && !e.value("job_id", "").empty()) {
-      ids.insert(e.value("job_id", ""));
+    if (text_field(e, "event").starts_with("slurm_") && !text_field(e, "job_id").empty()) {
+      ids.insert(text_field(e, "job_id"));
     }
   }
   return ids;
@@ -64,11 +80,11 @@ std::set<std::string> journaled_slurm_jobs(const std::vector<json>& entries) {
 std::map<std::string, Adoption> unfinished_slurm_jobs(const std::vector<json>& entries) {
   std::map<std::string, Adoption> open;
   for (const auto& e : entries) {
-    std::string event = e.value("event", "");
-    std::string variant = e.value("variant", "");
+    std::string event = text_field(e, "event");
+    std::string variant = text_field(e, "variant");
     if (event == "slurm_submitted" || event == "slurm_adopted") {
-      open[variant] = Adoption{e.value("job_id", ""), e.value("job_dir", ""), e.value("attempt", 1)};
-    } else if (event == "slurm_finished" && open.contains(variant) && open[variant].job_id == e.value("job_id", "")) {
+      open[variant] = Adoption{text_field(e, "job_id"), text_field(e, "job_dir"), int_field(e, "attempt", 1)};
+    } else if (event == "slurm_finished" && open.contains(variant) && open[variant].job_id == text_field(e, "job_id")) {
       open.erase(variant);
     }
   }

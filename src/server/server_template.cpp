@@ -32,7 +32,17 @@ const std::vector<std::string> k_knob_keys = {"type",       "help", "short", "mi
 const std::vector<std::string> k_log_keys = {"ready", "fatal", "progress", "milestones", "metrics"};
 const std::vector<std::string> k_type_names = {"bool", "int", "float", "string", "choice", "list"};
 
+// std::regex compiles (and matches) recursively, a stack frame or more per
+// character of the pattern: a pattern far past any real one overflows the
+// stack instead of failing (32000 nested parentheses did).
+constexpr std::size_t k_max_pattern_length = 1000;
+
 bool check_regex(const util::YamlField& field, const std::string& pattern) {
+  if (pattern.size() > k_max_pattern_length) {
+    field.error(
+        fmt::format("regular expression too long ({} characters, at most {})", pattern.size(), k_max_pattern_length));
+    return false;
+  }
   try {
     std::regex compiled(pattern, std::regex::ECMAScript);
     return true;

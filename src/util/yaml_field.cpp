@@ -3,6 +3,7 @@
 #include <specctl/util/size.hpp>
 #include <specctl/util/text.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <set>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 namespace specctl::util {
 
@@ -19,6 +21,46 @@ namespace {
 // yaml-cpp tags quoted scalars "!" and plain ones "?": a quoted "8" is a string.
 bool is_quoted(const YAML::Node& node) {
   return node.Tag() == "!";
+}
+
+// Where the text stops being UTF-8 (RFC 3629: no overlong forms, no surrogates,
+// nothing past U+10FFFF), or nullopt when it all is.
+std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t extra = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      low = c == 0xE0 ? 0xA0 : 0x80;
+      high = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      low = c == 0xF0 ? 0x90 : 0x80;
+      high = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+      return i;
+    }
+    for (std::size_t k = 1; k <= extra; ++k) {
+      if (i + k >= text.size()) {
+        return i;
+      }
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xBF)) {
+        return i;
+      }
+    }
+    i += extra + 1;
+  }
+  return std::nullopt;
 }
 
 std::string quoted_value(const YAML::Node& node) {
@@ -72,6 +114,18 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& display_na
   }
   if (text.find('\0') != std::string::npos) {
     diag.error(Location{display_name}, "not a YAML file (it contains NUL bytes)");
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  // Every value may end up in JSON (plans, results, JSON-valued flags), which
+  // must be UTF-8: refuse other bytes here, where the place can be named.
+  if (auto bad = invalid_utf8_at(text)) {
+    const std::string_view before = std::string_view(text).substr(0, *bad);
+    const auto newline = before.rfind('\n');
+    const int line = 1 + static_cast<int>(std::count(before.begin(), before.end(), '\n'));
+    const int column = 1 + static_cast<int>(newline == std::string_view::npos ? *bad : *bad - newline - 1);
+    diag.error(
+        Location{display_name, line, column},
+        fmt::format("not UTF-8 text (byte 0x{:02X}): save the file as UTF-8", static_cast<unsigned char>(text[*bad])));
     return YAML::Node(YAML::NodeType::Undefined);
   }
   try {
