@@ -150,6 +150,13 @@ nlohmann::json to_json(const LevelResult& level) {
     }
   }
   out["first_errors"] = errors;
+  // What the path to the server cost, and levels measured again: set by specctl run only.
+  if (level.tunnel_rtt_ms) {
+    out["tunnel_rtt_ms"] = number(*level.tunnel_rtt_ms);
+  }
+  if (!level.remeasured.empty()) {
+    out["remeasured"] = level.remeasured;
+  }
   return out;
 }
 

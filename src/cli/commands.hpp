@@ -28,11 +28,15 @@ Action setup_run(CLI::App& command);
 Action setup_report(CLI::App& command);
 Action setup_compare(CLI::App& command);
 Action setup_job(CLI::App& command);
+Action setup_bench_job(CLI::App& command);
 Action setup_template(CLI::App& command);
 
 // Loads and checks an experiment; prints every problem (file:line:col: message)
 // to stderr. nullopt when there were errors.
-std::optional<experiment::Experiment> load_or_report(const std::string& path);
+// More variants than this are refused without --allow-large: a typo in a matrix
+// must not start a sweep of days.
+inline constexpr std::size_t k_large_sweep = 256;
+std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large = false);
 
 // Ctrl-C and SIGTERM set the flag stop_flag() returns: the first asks a run to
 // stop (servers torn down, results kept), a second exits at once.

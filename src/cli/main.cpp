@@ -26,6 +26,8 @@ constexpr std::array k_commands = {
                 &setup_bench},
     CommandSpec{"job", "Run one variant inside a Slurm allocation (the payload of the jobs `specctl run` submits)",
                 &setup_job},
+    CommandSpec{"bench-job", "Run a built-in benchmark on the GPU node (started there by `specctl run`)",
+                &setup_bench_job},
     CommandSpec{"template", "Check a server template against a real log: what specctl would conclude from it",
                 &setup_template},
 };

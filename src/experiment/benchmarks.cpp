@@ -22,8 +22,9 @@ constexpr util::Duration k_command_timeout = 30min;
 constexpr util::Duration k_min_benchmark_timeout = 1min;
 
 const std::vector<std::string> k_kinds = {"single_stream", "concurrency", "rate", "command"};
-const std::vector<std::string> k_common_keys = {"name",     "kind",       "max_tokens", "prompts",     "warmup",
-                                                "endpoint", "ignore_eos", "timeout",    "idle_timeout"};
+const std::vector<std::string> k_common_keys = {"name",       "kind",    "max_tokens",   "prompts", "warmup",
+                                                "endpoint",   "ignore_eos", "timeout", "idle_timeout", "client"};
+const std::vector<std::string> k_client_places = {"host", "local"};
 const std::vector<std::string> k_placeholders = {"url", "port", "variant", "model", "host"};
 
 std::vector<std::string> keys_for(const std::string& kind) {
@@ -219,8 +220,8 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   field.check_keys(keys_for(kind));
   if (auto name = field["name"]; name.present()) {
     spec.name = name.as_string().value_or("");
-    if (spec.name.empty() || util::slug(spec.name) != spec.name) {
-      name.error(fmt::format("benchmark names are words of letters, digits, '.', '_' and '-', got \"{}\"", spec.name));
+    if (!util::path_safe_name(spec.name)) {
+      name.error(fmt::format("benchmark names are used in file names: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", spec.name));
     }
   } else {
     spec.name = kind;
@@ -240,6 +241,11 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   }
   if (auto v = field["prompts"]; v.present()) {
     parse_prompts(v, experiment_dir, spec.prompts);
+  }
+  if (auto v = field["client"]; v.present()) {
+    if (auto place = v.as_choice(k_client_places)) {
+      spec.client = *place == "local" ? ClientWhere::local : ClientWhere::host;
+    }
   }
   if (auto v = field["runs"]; v.present()) {
     spec.runs = static_cast<int>(v.as_int(1, 100'000).value_or(spec.runs));
@@ -312,6 +318,18 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
 }
 
 } // namespace
+
+void parse_bench_defaults(const util::YamlField& field, Experiment& experiment) {
+  if (!field.present() || !field.expect_map()) {
+    return;
+  }
+  field.check_keys({"client"});
+  if (auto v = field["client"]; v.present()) {
+    if (auto place = v.as_choice(k_client_places)) {
+      experiment.bench_client = *place == "local" ? ClientWhere::local : ClientWhere::host;
+    }
+  }
+}
 
 std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir) {
   std::vector<BenchmarkSpec> out;

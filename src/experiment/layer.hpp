@@ -50,5 +50,7 @@ std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::
 
 std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts);
 std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir);
+// The experiment's `bench:` block: defaults for every built-in benchmark (`client`).
+void parse_bench_defaults(const util::YamlField& field, Experiment& experiment);
 
 } // namespace specctl::experiment::detail

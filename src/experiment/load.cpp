@@ -18,8 +18,8 @@ using detail::LayerEntry;
 
 constexpr std::size_t k_max_variants = 10'000;
 
-const std::vector<std::string> k_top_keys = {"name",   "description", "hosts",      "server",
-                                             "matrix", "variants",    "benchmarks", "report"};
+const std::vector<std::string> k_top_keys = {"name",     "description", "hosts",      "server", "matrix",
+                                             "variants", "benchmarks",  "bench",      "report"};
 const std::vector<std::string> k_report_keys = {"baseline", "expect", "formats"};
 const std::vector<std::string> k_expect_keys = {"variant", "benchmark", "level", "rate",
                                                 "metric",  "value",     "tolerance"};
@@ -197,8 +197,8 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
     std::string base_name;
     if (auto name = item["name"]; name.present()) {
       base_name = name.as_string().value_or("");
-      if (base_name.empty() || util::slug(base_name) != base_name) {
-        name.error(fmt::format("variant names are words of letters, digits, '.', '_' and '-', got \"{}\"", base_name));
+      if (!util::path_safe_name(base_name)) {
+        name.error(fmt::format("variant names are used in result paths: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", base_name));
       }
     } else {
       item.error("a variant needs a name");
@@ -260,6 +260,12 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
         variant.matrix_point.emplace_back(axis->knob, knob != variant.server.knobs.end()
                                                           ? knob->second.value
                                                           : nlohmann::json(value->node().Scalar()));
+      }
+      if (!util::path_safe_name(variant.name)) {
+        item.error(fmt::format("variant \"{}\": {} characters with its matrix point, more than a result folder's name "
+                               "may have ({}): shorten the name or the knobs' short names",
+                               variant.name, variant.name.size(), util::k_max_name_length));
+        continue;
       }
       auto [it, inserted] = seen.emplace(variant.name, item.location());
       if (!inserted) {
@@ -405,9 +411,8 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
 
   if (auto name = top["name"]; name.present()) {
     experiment.name = name.as_string().value_or("");
-    if (experiment.name.empty() || util::slug(experiment.name) != experiment.name) {
-      name.error(fmt::format("the name is used in result paths: letters, digits, '.', '_' and '-' only, got \"{}\"",
-                             experiment.name));
+    if (!util::path_safe_name(experiment.name)) {
+      name.error(fmt::format("the name is used in result paths: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", experiment.name));
     }
   } else {
     top.error("missing \"name\" (it names the results folder)");
@@ -419,6 +424,7 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
 
   std::string dir = std::filesystem::path(path).parent_path().string();
   experiment.benchmarks = detail::parse_benchmarks(top["benchmarks"], dir);
+  detail::parse_bench_defaults(top["bench"], experiment);
 
   Layer defaults;
   bool server_block_broken = false;

@@ -1,6 +1,9 @@
 #include <specctl/remote/local_host.hpp>
 
+#include <specctl/util/atomic_file.hpp>
 #include <specctl/util/unique_fd.hpp>
+
+#include <filesystem>
 
 #include <array>
 #include <algorithm>
@@ -142,6 +145,19 @@ std::expected<CommandResult, Error> LocalHost::exec(const std::string& command_l
 
 std::expected<int, Error> LocalHost::open_tunnel(const std::string&, int target_port) {
   return target_port;
+}
+
+std::expected<void, Error> LocalHost::write_file(const std::string& path, std::string_view bytes, util::Duration) {
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    if (auto made = util::make_dirs_durable(target.parent_path()); !made) {
+      return std::unexpected(Error(fmt::format("local: cannot write {}: {}", path, made.error().what())));
+    }
+  }
+  if (auto written = util::write_file_atomic(target, bytes); !written) {
+    return std::unexpected(Error(fmt::format("local: cannot write {}: {}", path, written.error().what())));
+  }
+  return {};
 }
 
 } // namespace specctl::remote

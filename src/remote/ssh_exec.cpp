@@ -71,9 +71,11 @@ std::string wrap_command(const std::string& command_line, util::Duration timeout
                      seconds.count(), util::shell_quote(command_line));
 }
 
-ExecOp::ExecOp(std::string where, std::string command_line, util::Duration timeout, std::promise<ExecOutcome> promise)
+ExecOp::ExecOp(std::string where, std::string command_line, util::Duration timeout, std::promise<ExecOutcome> promise,
+               std::string input)
     : m_where(std::move(where)), m_command_line(std::move(command_line)),
-      m_wrapped(wrap_command(m_command_line, timeout)), m_timeout(timeout), m_promise(std::move(promise)) {}
+      m_wrapped(wrap_command(m_command_line, timeout)), m_timeout(timeout), m_promise(std::move(promise)),
+      m_input(std::move(input)) {}
 
 ExecOp::~ExecOp() {
   // Dropping the op must never leave its caller waiting.
@@ -191,8 +193,28 @@ bool ExecOp::step_start(OpContext& ctx) {
 
 bool ExecOp::step_read(OpContext& ctx) {
   bool progress = false;
-  if (!m_eof_sent) {
-    // Nothing is sent to stdin: a command reading it sees end of file at once.
+  // The input as far as the channel's window takes it; the rest at later steps.
+  for (int writes = 0; writes < k_reads_per_step && m_input_sent < m_input.size(); ++writes) {
+    constexpr std::size_t k_write_piece = 32 * 1024;
+    const std::size_t piece = std::min(k_write_piece, m_input.size() - m_input_sent);
+    ssize_t n = libssh2_channel_write(m_channel.get(), m_input.data() + m_input_sent, piece);
+    if (n > 0) {
+      m_input_sent += static_cast<std::size_t>(n);
+      progress = true;
+      continue;
+    }
+    if (n == LIBSSH2_ERROR_EAGAIN || n == 0) {
+      break;
+    }
+    if (ctx.connection_gone(static_cast<int>(n))) {
+      return false;
+    }
+    fail(ctx, fmt::format("{}: sending the input of {} failed: {}", m_where, brief(m_command_line),
+                          last_error_message(ctx.session())));
+    return true;
+  }
+  if (!m_eof_sent && m_input_sent == m_input.size()) {
+    // A command reading stdin sees end of file once its input (often none) is sent.
     int rc = libssh2_channel_send_eof(m_channel.get());
     if (rc == 0) {
       m_eof_sent = true;

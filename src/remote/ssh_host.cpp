@@ -2,6 +2,10 @@
 
 #include "ssh_loop.hpp"
 
+#include <specctl/util/duration.hpp>
+#include <specctl/util/shell.hpp>
+
+#include <filesystem>
 #include <fmt/format.h>
 
 #include <pwd.h>
@@ -43,6 +47,29 @@ std::expected<CommandResult, Error> SshHost::exec(const std::string& command_lin
 
 std::expected<int, Error> SshHost::open_tunnel(const std::string& target_host, int target_port) {
   return m_loop->open_tunnel(target_host, target_port);
+}
+
+std::expected<void, Error> SshHost::write_file(const std::string& path, std::string_view bytes,
+                                               util::Duration timeout) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string temp = path + ".part";
+  auto ran = m_loop->exec(fmt::format("mkdir -p {0} && cat > {1} && mv -f {1} {2}",
+                                      util::shell_quote(dir.empty() ? "." : dir), util::shell_quote(temp),
+                                      util::shell_quote(path)),
+                          timeout, std::string(bytes));
+  if (!ran) {
+    return std::unexpected(ran.error());
+  }
+  if (ran->timed_out) {
+    return std::unexpected(Error(fmt::format("{}: writing {} timed out after {}", describe(), path,
+                                             util::format_duration(timeout)),
+                                 ErrorKind::timed_out));
+  }
+  if (ran->exit_code != 0) {
+    return std::unexpected(Error(fmt::format("{}: cannot write {}: {}", describe(), path,
+                                             ran->err.substr(0, ran->err.find('\n')))));
+  }
+  return {};
 }
 
 int SshHost::reconnect_count() const {

@@ -121,7 +121,8 @@ util::Duration SshLoop::answer_bound(util::Duration timeout) const {
          k_answer_slack;
 }
 
-std::expected<CommandResult, Error> SshLoop::exec(const std::string& command_line, util::Duration timeout) {
+std::expected<CommandResult, Error> SshLoop::exec(const std::string& command_line, util::Duration timeout,
+                                                  std::string input) {
   if (timeout <= util::Duration::zero()) {
     return std::unexpected(
         Error(fmt::format("{}: the timeout for \"{}\" must be positive", m_where, command_line), ErrorKind::bad_input));
@@ -133,7 +134,8 @@ std::expected<CommandResult, Error> SshLoop::exec(const std::string& command_lin
     if (m_stopping) {
       return std::unexpected(Error(fmt::format("{}: the host is closed", m_where)));
     }
-    m_incoming_ops.push_back(std::make_unique<ssh::ExecOp>(m_where, command_line, timeout, std::move(promise)));
+    m_incoming_ops.push_back(
+        std::make_unique<ssh::ExecOp>(m_where, command_line, timeout, std::move(promise), std::move(input)));
   }
   wake();
   auto bound = answer_bound(timeout);

@@ -36,7 +36,8 @@ public:
   ~SshLoop();
 
   const std::string& describe() const { return m_where; }
-  std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout);
+  std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout,
+                                           std::string input = {});
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port);
   int reconnect_count() const { return m_reconnects.load(); }
 

@@ -78,7 +78,9 @@ public:
 // One command run with `exec`; see SshHost::exec for the contract.
 class ExecOp final : public Op {
 public:
-  ExecOp(std::string where, std::string command_line, util::Duration timeout, std::promise<ExecOutcome> promise);
+  // `input` is the command's standard input, then end of file.
+  ExecOp(std::string where, std::string command_line, util::Duration timeout, std::promise<ExecOutcome> promise,
+         std::string input = {});
   ~ExecOp() override;
 
   bool step(OpContext& ctx) override;
@@ -114,6 +116,8 @@ private:
   Clock::time_point m_deadline;
   bool m_started = false;
   bool m_eof_sent = false;
+  std::string m_input;
+  std::size_t m_input_sent = 0;
   int m_connections_lost = 0;
   CommandResult m_result;
 };

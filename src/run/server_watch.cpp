@@ -12,8 +12,9 @@
 namespace specctl::run::detail {
 
 ServerWatch::ServerWatch(remote::Host& host, const remote::RunFiles& files, int pid,
-                         const std::atomic<bool>* outer_stop)
-    : m_host(host), m_files(files), m_pid(pid), m_outer(outer_stop), m_thread([this] { loop(); }) {}
+                         const std::atomic<bool>* outer_stop, bool heartbeat)
+    : m_host(host), m_files(files), m_pid(pid), m_heartbeat(heartbeat), m_outer(outer_stop),
+      m_thread([this] { loop(); }) {}
 
 ServerWatch::~ServerWatch() {
   {
@@ -35,9 +36,12 @@ struct Status {
   bool server_alive = false;
 };
 
-std::expected<Status, Error> server_status(remote::Host& host, const remote::RunFiles& files, int shell) {
-  auto ran = host.exec(fmt::format("printf '%s|' \"$(cat {} 2>/dev/null)\"; ps -o ppid=,stat= -s {} 2>/dev/null; true",
-                                   util::shell_quote(files.exit()), shell));
+std::expected<Status, Error> server_status(remote::Host& host, const remote::RunFiles& files, int shell,
+                                           bool heartbeat) {
+  // The heartbeat says to other runs' cleanups that this run is alive.
+  std::string touch = heartbeat ? fmt::format("touch {} 2>/dev/null; ", util::shell_quote(files.heartbeat())) : "";
+  auto ran = host.exec(fmt::format("{}printf '%s|' \"$(cat {} 2>/dev/null)\"; ps -o ppid=,stat= -s {} 2>/dev/null; true",
+                                   touch, util::shell_quote(files.exit()), shell));
   if (!ran) {
     return std::unexpected(ran.error());
   }
@@ -63,8 +67,22 @@ std::expected<Status, Error> server_status(remote::Host& host, const remote::Run
 
 } // namespace
 
+int ServerWatch::troubles() const {
+  const auto since = m_check_since.load();
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const bool slow_now =
+      since != 0 && std::chrono::steady_clock::duration(now - since) > std::chrono::steady_clock::duration(k_slow_watch_check);
+  return m_troubles.load() + (slow_now ? 1 : 0);
+}
+
 bool ServerWatch::check() {
-  auto status = server_status(m_host, m_files, m_pid);
+  const auto asked = std::chrono::steady_clock::now();
+  m_check_since = asked.time_since_epoch().count();
+  auto status = server_status(m_host, m_files, m_pid, m_heartbeat);
+  m_check_since = 0;
+  if (!status || std::chrono::steady_clock::now() - asked > k_slow_watch_check) {
+    ++m_troubles;
+  }
   // A lost round trip says nothing about the server: the next one asks again.
   if (!status || (status->server_alive && !status->exit_code)) {
     return false;

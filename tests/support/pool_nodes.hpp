@@ -124,7 +124,10 @@ public:
     std::vector<std::string> found;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(state_dir(), ec), end; !ec && it != end; it.increment(ec)) {
-      found.push_back(it->path().filename().string());
+      // A server's folder records it (server.meta); bin/ holds the specctl copy the benchmark jobs run.
+      if (std::filesystem::exists(it->path() / "server.meta")) {
+        found.push_back(it->path().filename().string());
+      }
     }
     return found;
   }

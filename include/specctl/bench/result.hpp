@@ -155,6 +155,14 @@ struct LevelResult {
   std::vector<std::string> warnings;
   std::vector<RequestRecord> records;
 
+  // Set by a caller that knows the path to the server, never by the engine
+  // (specctl run with the client on this machine): the median round trip of
+  // the SSH tunnel around the level, part of every TTFT measured through it.
+  std::optional<double> tunnel_rtt_ms;
+  // Why earlier tries of this level were thrown away and it was measured again
+  // (the control connection dropped or stalled during them); empty when it was not.
+  std::vector<std::string> remeasured;
+
   int failures_of(FailureKind kind) const { return failures[static_cast<std::size_t>(kind)]; }
 };
 

@@ -116,6 +116,12 @@ struct MetricExtractor {
 
 enum class CommandWhere { local, host };
 
+// Where the built-in benchmark's client runs when the server is on an SSH (or
+// pool) host: on the host beside the server, so the SSH link is no part of a
+// figure (the default), or on this machine through the SSH tunnel (`local`).
+// Local and Slurm hosts always run it where the server is.
+enum class ClientWhere { host, local };
+
 struct BenchmarkSpec {
   std::string name;
   BenchmarkKind kind = BenchmarkKind::single_stream;
@@ -143,6 +149,8 @@ struct BenchmarkSpec {
   util::Duration timeout = util::Duration{0};
   // A request with no byte of answer for this long fails as stalled (built-in kinds).
   util::Duration idle_timeout = std::chrono::seconds{60};
+  // `client:` of this benchmark (built-in kinds); unset: the experiment's `bench: {client:}`.
+  std::optional<ClientWhere> client;
 
   int requests_at(int level) const;
   std::string describe() const;
@@ -173,6 +181,8 @@ struct Experiment {
   std::vector<Variant> variants;
   std::vector<BenchmarkSpec> benchmarks;
   ReportSpec report;
+  // `bench: {client: host|local}`: where built-in benchmarks run their client by default.
+  ClientWhere bench_client = ClientWhere::host;
   // Fingerprint of the file's content: a resumed run refuses a changed experiment.
   std::string content_hash;
 

@@ -7,6 +7,7 @@
 #include <expected>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specctl::remote {
@@ -21,6 +22,8 @@ struct CommandResult {
 };
 
 inline constexpr util::Duration k_default_command_timeout = std::chrono::seconds{60};
+// A program of tens of MiB over a slow link.
+inline constexpr util::Duration k_default_upload_timeout = std::chrono::minutes{10};
 
 // A machine specctl runs things on: this one, or a GPU node over SSH.
 //
@@ -48,6 +51,15 @@ public:
   // as seen from the host. For the local host that is the port itself; for SSH a
   // forwarded port (direct-tcpip) that stays open until the Host is destroyed.
   virtual std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) = 0;
+
+  // Writes `bytes` (anything, a program included) to `path` on the host,
+  // creating its folder; atomically: a temporary file beside it, then a
+  // rename, so a reader never sees half of it. Errors name the host and the
+  // path. This version needs nothing but exec: the bytes go in base64 pieces
+  // small enough for a command line (slow for large files); hosts that can
+  // stream a command's input override it.
+  virtual std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
+                                                util::Duration timeout = k_default_upload_timeout);
 };
 
 } // namespace specctl::remote

@@ -12,6 +12,8 @@ public:
   std::expected<CommandResult, Error> exec(const std::string& command_line,
                                            util::Duration timeout = k_default_command_timeout) override;
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
+  std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
+                                        util::Duration timeout = k_default_upload_timeout) override;
 };
 
 } // namespace specctl::remote

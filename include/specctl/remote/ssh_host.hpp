@@ -91,6 +91,10 @@ public:
   // port stays open and new connections go over the new SSH connection.
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
 
+  // Streams the bytes to `cat` over one command channel's standard input.
+  std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
+                                        util::Duration timeout = k_default_upload_timeout) override;
+
   // How many times a dropped connection was re-established, for tests and logs.
   int reconnect_count() const;
 
