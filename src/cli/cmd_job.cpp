@@ -55,7 +55,7 @@ std::optional<std::vector<int>> gpu_indices(const std::string& text) {
 }
 
 int run_job(const JobArgs& args) {
-  auto loaded = load_or_report(args.file);
+  auto loaded = load_or_report(args.file, /*allow_large=*/true);
   if (!loaded) {
     return k_exit_bad_input;
   }

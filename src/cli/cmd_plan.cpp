@@ -18,6 +18,7 @@ struct PlanOptions {
   std::string file;
   bool json = false;
   bool probe = false;
+  bool allow_large = false;
 };
 
 // Connects to each variant's host and shows what its cleanup would do, touching nothing.
@@ -71,12 +72,13 @@ Action setup_plan(CLI::App& command) {
   auto options = std::make_shared<PlanOptions>();
   command.add_option("FILE", options->file, "Experiment file")->required();
   command.add_flag("--json", options->json, "Print the plan as JSON");
+  command.add_flag("--allow-large", options->allow_large, fmt::format("Accept more than {} variants", k_large_sweep));
   command.add_flag("--probe", options->probe,
                    "Also connect to each host and show what cleanup would do there (kills nothing)");
   command.footer("Touches no host: it shows the exact command lines, environment, cleanup and benchmarks of every "
                  "variant, in run order, and an upper bound of the sweep's wall time.");
   return [options] {
-    auto experiment = load_or_report(options->file);
+    auto experiment = load_or_report(options->file, options->allow_large);
     if (!experiment) {
       return k_exit_bad_input;
     }

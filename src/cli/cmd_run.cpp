@@ -19,13 +19,14 @@ struct RunArgs {
   int retries = 2;
   bool fail_fast = false;
   bool force = false;
+  bool allow_large = false;
   bool quiet = false;
   bool verbose = false;
   std::string state_dir;
 };
 
 int run(const RunArgs& args) {
-  auto experiment = load_or_report(args.file);
+  auto experiment = load_or_report(args.file, args.allow_large);
   if (!experiment) {
     return k_exit_bad_input;
   }
@@ -77,6 +78,7 @@ Action setup_run(CLI::App& command) {
       ->check(CLI::Range(0, 100));
   command.add_flag("--fail-fast", args->fail_fast, "Stop the sweep at the first failed variant");
   command.add_flag("--force", args->force, "Resume even though the experiment file changed");
+  command.add_flag("--allow-large", args->allow_large, fmt::format("Run more than {} variants", k_large_sweep));
   command.add_flag("--quiet", args->quiet, "Only errors, finished variants and the final table");
   command.add_flag("--verbose", args->verbose, "Every message, informational ones included");
   command.add_option("--state-dir", args->state_dir,

@@ -1,6 +1,10 @@
 #include "commands.hpp"
 
+#include <specctl/experiment/plan.hpp>
+#include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
+
+#include <fmt/format.h>
 
 #include <atomic>
 #include <csignal>
@@ -42,13 +46,21 @@ void install_stop_handlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
-std::optional<experiment::Experiment> load_or_report(const std::string& path) {
+std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large) {
   util::Diagnostics diag;
   auto experiment = experiment::load_experiment(path, diag);
   for (const auto& d : diag.sorted()) {
     std::cerr << d.str() << '\n';
   }
   if (diag.has_errors()) {
+    return std::nullopt;
+  }
+  if (!allow_large && experiment.variants.size() > k_large_sweep) {
+    auto plan = experiment::make_plan(experiment, server::RenderOptions{own_bindir()});
+    std::cerr << fmt::format("{}: the experiment expands to {} variants, more than the {} a sweep may have without "
+                             "--allow-large; it would take at most {} if every wait runs to its timeout\n",
+                             path, experiment.variants.size(), k_large_sweep,
+                             util::format_duration(plan.makespan()));
     return std::nullopt;
   }
   return experiment;

@@ -10,7 +10,7 @@ namespace specctl::experiment::detail {
 namespace {
 
 const std::vector<std::string> k_health_keys = {"timeout", "interval", "stall", "path"};
-const std::vector<std::string> k_cleanup_keys = {"policy", "allow", "gpu_free_below", "grace", "timeout"};
+const std::vector<std::string> k_cleanup_keys = {"policy", "allow", "gpu_free_below", "grace", "timeout", "busy"};
 
 bool valid_env_name(const std::string& name) {
   static const std::regex k_name("[A-Za-z_][A-Za-z0-9_]*");

@@ -206,8 +206,13 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
     action = fmt::format("refuse to start while any process uses {}; kill nothing", gpus);
     break;
   }
-  return fmt::format("stop specctl's earlier servers on {}; {}; then wait until each GPU uses < {} MiB (at most {}); "
-                     "port {} must be free",
+  std::string busy = cleanup.busy == server::BusyPolicy::wait
+                         ? fmt::format("wait up to {} while a live specctl run's server holds the port or GPUs",
+                                       util::format_duration(cleanup.timeout))
+                         : "fail while a live specctl run's server holds the port or GPUs";
+  return fmt::format("{}; stop the servers dead specctl runs left on {}; {}; then wait until each GPU uses < {} MiB "
+                     "(at most {}); port {} must be free",
+                     busy,
                      host.name.empty()                ? "the host"
                      : host.kind == HostKind::pool ? "the pool's host it runs on"
                      : host.kind == HostKind::slurm ? "the job's node"
@@ -406,6 +411,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
                     {"allow", c.allow},
                     {"gpus", s.gpus ? nlohmann::ordered_json(*s.gpus) : nlohmann::ordered_json()},
                     {"gpu_free_below_mib", c.gpu_free_below_mib},
+                    {"busy", c.busy == server::BusyPolicy::wait ? "wait" : "fail"},
                     {"grace_s", seconds(c.grace)},
                     {"timeout_s", seconds(c.timeout)}};
     j["health"] = {{"url", health_url(s)},

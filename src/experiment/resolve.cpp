@@ -246,6 +246,10 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
                             : policy == "fail" ? server::CleanupPolicy::fail
                                                : server::CleanupPolicy::kill;
   }
+  if (const auto* field = find(layer, "cleanup.busy")) {
+    config.cleanup.busy =
+        field->as_choice({"fail", "wait"}).value_or("fail") == "wait" ? server::BusyPolicy::wait : server::BusyPolicy::fail;
+  }
   if (const auto* field = find(layer, "cleanup.allow")) {
     config.cleanup.allow = field->as_string_list().value_or(std::vector<std::string>{});
   } else if (config.tmpl) {

@@ -1,5 +1,7 @@
 #include <specctl/remote/host_ops.hpp>
 
+#include <specctl/util/atomic_file.hpp>
+
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -162,10 +164,10 @@ std::expected<ServerPoll, Error> poll_server(Host& host, const RunFiles& files, 
   // The status follows the log bytes on a line of its own; the marker goes in as an
   // argument because printf takes a format that starts with "--" for an option.
   static constexpr std::string_view k_marker = "\n--specctl-status-- ";
-  std::string line = fmt::format("tail -c +{} {} 2>/dev/null | head -c {}; printf '\\n%s %s|%s\\n' '{}' "
-                                 "\"$(cat {} 2>/dev/null)\" \"$(ps -o stat= -p {} 2>/dev/null)\"",
-                                 log_offset + 1, shell_quote(files.log()), max_bytes, k_marker.substr(1, k_marker.size() - 2),
-                                 shell_quote(files.exit()), pid);
+  std::string line = fmt::format("touch {} 2>/dev/null; tail -c +{} {} 2>/dev/null | head -c {}; "
+                                 "printf '\\n%s %s|%s\\n' '{}' \"$(cat {} 2>/dev/null)\" \"$(ps -o stat= -p {} 2>/dev/null)\"",
+                                 shell_quote(files.heartbeat()), log_offset + 1, shell_quote(files.log()), max_bytes,
+                                 k_marker.substr(1, k_marker.size() - 2), shell_quote(files.exit()), pid);
   auto result = run_checked(host, line, "watching the server");
   if (!result) {
     return std::unexpected(result.error());
@@ -281,7 +283,7 @@ std::expected<void, Error> put_file(Host& host, const std::string& remote_path, 
   return {};
 }
 
-std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path) {
+std::expected<std::string, Error> fetch_file(Host& host, const std::string& remote_path) {
   constexpr util::Duration k_copy_timeout = std::chrono::minutes{5};
   auto result = host.exec(fmt::format("cat {}", shell_quote(remote_path)), k_copy_timeout);
   if (!result) {
@@ -291,20 +293,15 @@ std::expected<void, Error> copy_back(Host& host, const std::string& remote_path,
     return std::unexpected(Error(fmt::format("{}: cannot copy {}: {}", host.describe(), remote_path,
                                              result->timed_out ? "timed out" : first_line(result->err))));
   }
-  std::string temp = local_path + ".part";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out.write(result->out.data(), static_cast<std::streamsize>(result->out.size()));
-    if (!out.flush()) {
-      return std::unexpected(Error(fmt::format("cannot write {}", temp)));
-    }
+  return std::move(result->out);
+}
+
+std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path) {
+  auto content = fetch_file(host, remote_path);
+  if (!content) {
+    return std::unexpected(content.error());
   }
-  std::error_code ec;
-  std::filesystem::rename(temp, local_path, ec);
-  if (ec) {
-    return std::unexpected(Error(fmt::format("cannot write {}: {}", local_path, ec.message())));
-  }
-  return {};
+  return util::write_file_atomic(local_path, *content);
 }
 
 std::expected<HostFacts, Error> host_facts(Host& host) {

@@ -311,8 +311,10 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
   row.name = name;
   auto it = data.results.find(name);
   if (it == data.results.end()) {
-    row.status = "not run";
-    row.reason = "no result: the run stopped before this variant finished";
+    auto damage = data.damaged.find(name);
+    row.status = damage != data.damaged.end() ? "damaged" : "not run";
+    row.reason = damage != data.damaged.end() ? damage->second
+                                              : "no result: the run stopped before this variant finished";
     return row;
   }
   const json& r = it->second;
@@ -406,6 +408,8 @@ RunData read_run(const std::filesystem::path& dir) {
     if (v.is_string()) {
       if (auto result = read_result(paths, v.get<std::string>())) {
         data.results[v.get<std::string>()] = std::move(*result);
+      } else if (auto damage = result_damage(paths, v.get<std::string>())) {
+        data.damaged[v.get<std::string>()] = std::move(*damage);
       }
     }
   }

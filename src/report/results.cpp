@@ -2,6 +2,7 @@
 
 #include <specctl/util/text_table.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -145,6 +146,31 @@ std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::s
   return result;
 }
 
+std::optional<std::string> result_damage(const ResultPaths& paths, const std::string& variant) {
+  auto path = paths.result(variant);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    auto result = nlohmann::json::parse(text);
+    if (!result.is_object() || dig(result, {"format"}) != k_result_format) {
+      return fmt::format("{}: damaged: not a specctl result (no \"format\": \"{}\")", path.string(), k_result_format);
+    }
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string why = e.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..."
+    if (auto close = why.find("] "); why.starts_with("[json.exception") && close != std::string::npos) {
+      why = why.substr(close + 2);
+    }
+    // e.byte counts from 1, and is one past the end when the file ends too soon.
+    return fmt::format("{}: damaged at byte {} of {}: {}", path.string(), std::min<std::size_t>(e.byte, text.size()),
+                       text.size(), why);
+  }
+  return std::nullopt;
+}
+
 nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
   const auto& level = result.level;
   // The decode speed without the prefill, to hold against the server's own figure.
@@ -171,6 +197,10 @@ nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
     // The server's own decode speed over the same requests (llama.cpp's timings.predicted_per_second).
     out["server_decode_tok_s"] = level.server_tok_s;
   }
+  if (level.tunnel_rtt_ms) {
+    // Beside TTFT: the SSH tunnel's round trip, which every TTFT measured through it holds.
+    out["tunnel_rtt_ms"] = finite_or_null(*level.tunnel_rtt_ms);
+  }
   return out;
 }
 
@@ -186,6 +216,9 @@ nlohmann::json level_metrics(const bench::LevelResult& level) {
     out[fmt::format("{}_p50_ms", name)] = finite_or_null(summary->p50);
     out[fmt::format("{}_p90_ms", name)] = finite_or_null(summary->p90);
     out[fmt::format("{}_p99_ms", name)] = finite_or_null(summary->p99);
+  }
+  if (level.tunnel_rtt_ms) {
+    out["tunnel_rtt_ms"] = finite_or_null(*level.tunnel_rtt_ms);
   }
   return out;
 }
@@ -225,7 +258,11 @@ std::string format_summary(const experiment::Experiment& experiment, const Resul
     std::vector<std::string> row = {name};
     auto result = read_result(paths, name);
     if (!result) {
-      row.push_back("not run");
+      auto damage = result_damage(paths, name);
+      row.push_back(damage ? "damaged" : "not run");
+      if (damage) {
+        failures.push_back(fmt::format("- {}: {}", name, *damage));
+      }
       row.resize(columns.size() + 2, "-");
       table.add_row(std::move(row));
       continue;

@@ -43,7 +43,8 @@ std::string utc_timestamp(std::chrono::system_clock::time_point when) {
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(when)), ms);
 }
 
-Journal::Journal(const std::filesystem::path& dir) : m_file(open_or_throw(dir)) {}
+Journal::Journal(const std::filesystem::path& dir, util::WriteFailures* failures)
+    : m_file(open_or_throw(dir)), m_failures(failures) {}
 
 void Journal::record(std::string_view event, nlohmann::json fields) {
   nlohmann::ordered_json entry;
@@ -53,8 +54,12 @@ void Journal::record(std::string_view event, nlohmann::json fields) {
     entry[key] = value;
   }
   // dump's replacement mode: a log line with invalid UTF-8 must not stop the run.
-  if (auto written = m_file.append(entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)); !written) {
-    throw written.error();
+  std::string line = entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (auto written = m_file.append(line); !written) {
+    if (m_failures == nullptr) {
+      throw written.error();
+    }
+    m_failures->record(written.error(), line.size() + 1);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <specctl/run/display.hpp>
 #include <specctl/run/journal.hpp>
 #include <specctl/run/runner.hpp>
+#include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
 
 #include <atomic>
@@ -79,7 +80,8 @@ private:
 // provenance.json: what was run where, rewritten atomically as it grows.
 class Provenance {
 public:
-  Provenance(std::filesystem::path path, const experiment::Experiment& experiment) : m_path(std::move(path)) {
+  Provenance(std::filesystem::path path, const experiment::Experiment& experiment, util::WriteFailures& failures)
+      : m_path(std::move(path)), m_failures(failures) {
     std::ifstream in(m_path);
     if (in) {
       auto earlier = nlohmann::json::parse(in, nullptr, false);
@@ -129,11 +131,10 @@ public:
 
 private:
   void write_locked() {
-    if (auto written = util::write_file_atomic(m_path, m_doc.dump(2) + "\n"); !written) {
-      throw written.error();
-    }
+    m_failures.write(m_path, m_doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   std::filesystem::path m_path;
+  util::WriteFailures& m_failures;
   std::mutex m_mutex;
   nlohmann::json m_doc = nlohmann::json::object();
   std::map<std::string, std::string> m_versions;
@@ -166,10 +167,17 @@ struct VariantContext {
   HostPool& pool;
   Provenance& provenance;
   SlurmLogins& slurm;
+  // Every failure to write the run's files: after the first, no variant starts.
+  util::WriteFailures& failures;
+  // This run, as its servers record it: another run's cleanup never touches them while it lives.
+  const server::RunOwner& owner;
   // Resuming: every Slurm job the earlier run's journal names. A job of this
   // run that Slurm knows and the journal does not was submitted just before
   // the run was killed.
   const std::set<std::string>* journaled_jobs = nullptr;
+  // Resuming: by variant, the benchmarks an earlier attempt measured completely
+  // (its result.json's entries with status ok). They are kept, not run again.
+  const std::map<std::string, nlohmann::ordered_json>* measured = nullptr;
 };
 
 // A Slurm job an earlier, killed run submitted and never saw finish: a resumed

@@ -7,6 +7,7 @@
 #include <specctl/run/journal.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
+#include <specctl/util/size.hpp>
 #include <specctl/util/text.hpp>
 
 #include <algorithm>
@@ -116,6 +117,106 @@ void stop_leftovers(const experiment::Experiment& experiment, const std::vector<
   }
 }
 
+std::uint64_t folder_bytes(const std::filesystem::path& dir) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) {
+      total += it->file_size(ec);
+    }
+  }
+  return total;
+}
+
+// The run could not write all its files: the first error, how much room it needs
+// (what failed, and for each variant left, as much as a finished one took), and
+// what is kept.
+std::string write_failure_text(const report::ResultPaths& paths, const std::vector<std::string>& variants,
+                               const util::WriteFailures& failures) {
+  std::uint64_t finished_bytes = 0;
+  int finished = 0;
+  int left = 0;
+  for (const auto& name : variants) {
+    auto result = report::read_result(paths, name);
+    if (result && result->value("status", "") == "ok") {
+      finished_bytes += folder_bytes(paths.variant_dir(name));
+      ++finished;
+    } else {
+      ++left;
+    }
+  }
+  std::uint64_t needs = failures.unwritten_bytes();
+  if (finished > 0) {
+    needs += finished_bytes / static_cast<std::uint64_t>(finished) * static_cast<std::uint64_t>(left);
+  }
+  auto free = util::free_bytes(paths.dir);
+  return fmt::format("{}; the run stopped launching variants and kept every file it wrote in {} ({} of {} variants "
+                     "complete); it needs about {} more to finish{}, then: specctl run --resume {}",
+                     failures.first()->what(), paths.dir.string(), finished, variants.size(),
+                     util::format_bytes(std::max<std::uint64_t>(needs, 1)),
+                     free ? fmt::format(" ({} free now)", util::format_bytes(*free)) : "", paths.dir.string());
+}
+
+// Resuming, what an earlier attempt left of a variant: its result when complete
+// (status ok, or every benchmark measured before a kill or Ctrl-C in the teardown,
+// which is then written as complete), else nullopt, with the benchmarks it did
+// measure in `measured`. A damaged result.json is moved aside and said so.
+std::optional<json> resumed_result(const experiment::Experiment& experiment, const experiment::Variant& variant,
+                                   const report::ResultPaths& paths, Journal& journal, Display& display,
+                                   std::map<std::string, ordered>& measured) {
+  const std::string& name = variant.name;
+  if (auto damage = report::result_damage(paths, name)) {
+    auto aside = paths.result(name);
+    aside += fmt::format(".damaged-{:%Y%m%d-%H%M%S}", fmt::localtime(std::chrono::system_clock::to_time_t(
+                                                        std::chrono::system_clock::now())));
+    std::error_code ec;
+    std::filesystem::rename(paths.result(name), aside, ec);
+    display.message(name, Severity::warning,
+                    fmt::format("{}; {} and running the variant again", *damage,
+                                ec ? "could not move it aside (" + ec.message() + ")" : "moved to " + aside.string()));
+    journal.record("result_damaged", {{"variant", name}, {"damage", *damage}, {"moved_to", ec ? "" : aside.string()}});
+    return std::nullopt;
+  }
+  std::ifstream in(paths.result(name));
+  auto kept = in ? ordered::parse(in, nullptr, false) : ordered();
+  if (!kept.is_object()) {
+    return std::nullopt;
+  }
+  std::string status = kept.value("status", "");
+  if (status == "ok") {
+    return json::parse(kept.dump());
+  }
+  ordered done = ordered::object();
+  if (kept.contains("benchmarks") && kept["benchmarks"].is_object()) {
+    for (const auto& bench : variant.benchmarks) {
+      const auto* spec = experiment.find_benchmark(bench);
+      if (kept["benchmarks"].contains(bench) && kept["benchmarks"][bench].is_object() && spec != nullptr &&
+          kept["benchmarks"][bench].value("status", "") == "ok" &&
+          kept["benchmarks"][bench].value("spec", "") == spec->describe()) {
+        done[bench] = kept["benchmarks"][bench];
+      }
+    }
+  }
+  if (done.empty()) {
+    return std::nullopt;
+  }
+  if (status != "interrupted" || done.size() < variant.benchmarks.size()) {
+    measured[name] = std::move(done);
+    return std::nullopt;
+  }
+  // Measured to the end; the run stopped in the teardown, which resume has done since.
+  kept["status"] = "ok";
+  kept.erase("reason");
+  kept.erase("failure");
+  if (!kept.contains("warnings") || !kept["warnings"].is_array()) {
+    kept["warnings"] = ordered::array();
+  }
+  kept["warnings"].push_back("every benchmark was measured before the run stopped during the teardown; "
+                             "completed by --resume, which stopped the server");
+  write_or_throw(paths.result(name), kept.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  return json::parse(kept.dump());
+}
+
 // From the durations earlier runs recorded for these variants; nullopt when none did.
 std::optional<std::chrono::seconds> estimate_from_history(const std::string& experiment,
                                                           const std::filesystem::path& history,
@@ -188,8 +289,14 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
     bool spread = spec != experiment.hosts.end() &&
                   (spec->second.kind == experiment::HostKind::pool ||
                    spec->second.kind == experiment::HostKind::slurm || !spec->second.slots.empty());
-    lines.push_back(fmt::format("on {}{}: {}", host, spread ? " (" + spec->second.describe() + ")" : "",
-                                util::join(names, ", ")));
+    // A long sweep names its first variants, not a line of hundreds of kilobytes.
+    constexpr std::size_t k_named = 12;
+    std::string listed = names.size() <= k_named
+                             ? util::join(names, ", ")
+                             : fmt::format("{}, ... and {} more",
+                                           util::join(std::vector<std::string>(names.begin(), names.begin() + k_named), ", "),
+                                           names.size() - k_named);
+    lines.push_back(fmt::format("on {}{}: {}", host, spread ? " (" + spec->second.describe() + ")" : "", listed));
   }
   for (const auto& b : experiment.benchmarks) {
     if (benchmarks.contains(b.name)) {
@@ -203,6 +310,9 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
 } // namespace
 
 int RunOutcome::exit_code() const {
+  if (write_error) {
+    return k_exit_failures;
+  }
   if (interrupted) {
     return k_exit_interrupted;
   }
@@ -273,7 +383,8 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
                                          "\n");
   }
 
-  Journal journal(options.out_dir);
+  util::WriteFailures failures;
+  Journal journal(options.out_dir, &failures);
   auto earlier_entries = options.resume ? read_journal(options.out_dir) : std::vector<json>{};
   journal.record(options.resume ? "run_resumed" : "run_started",
                  {{"experiment", experiment.name},
@@ -281,7 +392,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
                   {"variants", outcome.variants},
                   {"pid", static_cast<int>(::getpid())}});
   HostPool pool(experiment);
-  Provenance provenance(paths.provenance(), experiment);
+  Provenance provenance(paths.provenance(), experiment, failures);
   if (options.resume) {
     stop_leftovers(experiment, earlier_entries, pool, journal, display, options.state_dir);
   }
@@ -295,8 +406,10 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
 
   detail::SlurmLogins logins(pool);
   auto journaled = detail::journaled_slurm_jobs(earlier_entries);
-  detail::VariantContext shared{experiment, options, paths,  journal,
-                                display,    pool,    provenance, logins, options.resume ? &journaled : nullptr};
+  std::map<std::string, ordered> measured;
+  auto owner = server::RunOwner::this_process(experiment.name, std::filesystem::absolute(options.out_dir).string());
+  detail::VariantContext shared{experiment, options,  paths, journal, display, pool, provenance, logins, failures,
+                                owner,      options.resume ? &journaled : nullptr, &measured};
   auto adoptable = options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
   int total = static_cast<int>(selected.size());
   std::vector<detail::Job> jobs;
@@ -304,7 +417,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     const auto& planned = *selected[static_cast<std::size_t>(k)];
     const std::string& name = planned.variant->name;
     if (options.resume) {
-      if (auto kept = report::read_result(paths, name); kept && kept->value("status", "") == "ok") {
+      if (auto kept = resumed_result(experiment, *planned.variant, paths, journal, display, measured)) {
         ++outcome.kept;
         ++outcome.ok;
         journal.record("variant_kept", {{"variant", name}});
@@ -322,7 +435,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     std::string name = result.value("variant", "");
     std::string status = result.value("status", "failed");
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.
-    write_or_throw(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    failures.write(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     journal.record("variant_finished", {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
     if (status != "interrupted") {
       display.variant_finished(finished_row(experiment, json(result)));
@@ -333,15 +446,25 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   outcome.interrupted = counts.interrupted;
 
   // The report is made from the folder alone, exactly as `specctl report DIR` makes it.
-  auto made = report::build_report(report::read_run(options.out_dir));
-  report::write_reports(made, options.out_dir, experiment.report.formats);
-  outcome.summary = report::format_summary(experiment, paths, outcome.variants);
-  if (!made.expectations.empty()) {
-    outcome.summary += "\nExpectations:\n";
-    for (const auto& e : made.expectations) {
-      outcome.summary += fmt::format("- {} {}\n", e.reproduced ? "[met]" : "[MISSED]", report::expectation_text(e));
-      outcome.missed_expectations += e.reproduced ? 0 : 1;
+  try {
+    auto made = report::build_report(report::read_run(options.out_dir));
+    report::write_reports(made, options.out_dir, experiment.report.formats);
+    outcome.summary = report::format_summary(experiment, paths, outcome.variants);
+    if (!made.expectations.empty()) {
+      outcome.summary += "\nExpectations:\n";
+      for (const auto& e : made.expectations) {
+        outcome.summary += fmt::format("- {} {}\n", e.reproduced ? "[met]" : "[MISSED]", report::expectation_text(e));
+        outcome.missed_expectations += e.reproduced ? 0 : 1;
+      }
     }
+  } catch (const Error& e) {
+    // A report that cannot be written is a write failure like the others: the
+    // results are on disk, and `specctl report DIR` makes it once there is room.
+    failures.record(e, 0);
+  }
+  if (failures.any()) {
+    outcome.write_error = write_failure_text(paths, outcome.variants, failures);
+    display.message("", Severity::error, *outcome.write_error);
   }
   journal.record("run_finished", {{"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept},
                                   {"interrupted", outcome.interrupted}});

@@ -127,6 +127,10 @@ private:
         m_stopping = true;
         m_counts.interrupted = true;
       }
+      // A run that cannot write its results launches nothing more.
+      if (m_c.failures.any()) {
+        m_stopping = true;
+      }
       if (m_stopping || m_nodes.at(node).out || (m_queue.empty() && m_running == 0)) {
         m_changed.notify_all();
         return;

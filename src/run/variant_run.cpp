@@ -1,3 +1,4 @@
+#include "bench_client.hpp"
 #include "run_context.hpp"
 #include "server_watch.hpp"
 
@@ -70,12 +71,6 @@ template <typename T> T must(std::expected<T, Error> value, const std::string& p
     throw PhaseFailure{phase, value.error()};
   }
   return std::move(*value);
-}
-
-inline void must(std::expected<void, Error> value, const std::string& phase) {
-  if (!value) {
-    throw PhaseFailure{phase, value.error()};
-  }
 }
 
 std::string random_suffix() {
@@ -206,12 +201,10 @@ public:
       tear_down();
     }
     copy_log();
+    // Every benchmark measured is a complete result: a Ctrl-C during the teardown does not undo it.
     if (failure) {
       record_failure(*failure);
       transient = failure->error.unreachable() || (failure->phase == "connect" && failure->error.timed_out());
-    } else if (stopped()) {
-      record_failure(PhaseFailure{m_phase, Error("interrupted", ErrorKind::interrupted)});
-      transient = false;
     } else {
       m_result["status"] = "ok";
       transient = false;
@@ -259,6 +252,8 @@ private:
     begin("cleanup");
     server::CleanupOptions cleanup_options;
     cleanup_options.state_dir = m_state_dir;
+    cleanup_options.owner = m_s.owner;
+    cleanup_options.cancel = m_s.options.stop;
     auto cleanup = must(server::cleanup_before_launch(*m_host, m_config, cleanup_options, *m_reporter), "cleanup");
     m_result["cleanup"] = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
     end({{"actions", cleanup.actions}});
@@ -273,7 +268,7 @@ private:
     m_s.journal.record(
         "launching",
         {{"variant", m_variant.name}, {"host", m_result["host"]}, {"tag", tag}, {"state_dir", m_state_dir}});
-    m_server = must(server::launch(*m_host, m_config, m_launch, tag, m_state_dir), "launch");
+    m_server = must(server::launch(*m_host, m_config, m_launch, tag, m_state_dir, m_s.owner), "launch");
     m_s.journal.record("launched", {{"variant", m_variant.name},
                                     {"host", m_result["host"]},
                                     {"tag", tag},
@@ -297,13 +292,56 @@ private:
     run_warmup();
     for (const auto& name : m_variant.benchmarks) {
       const auto* spec = m_s.experiment.find_benchmark(name);
-      if (spec == nullptr) {
+      if (spec == nullptr || keep_measured(*spec)) {
         continue;
       }
       check_stop();
       run_benchmark(*spec);
     }
     flag_ineffective_speculation();
+  }
+
+  // Resuming: a benchmark an earlier attempt measured completely, with the same
+  // spec, is kept as it was (and says so) instead of being run again.
+  bool keep_measured(const experiment::BenchmarkSpec& spec) {
+    if (m_s.measured == nullptr) {
+      return false;
+    }
+    auto it = m_s.measured->find(m_variant.name);
+    if (it == m_s.measured->end() || !it->second.contains(spec.name)) {
+      return false;
+    }
+    const auto& entry = it->second[spec.name];
+    if (entry.value("spec", "") != spec.describe()) {
+      return false;
+    }
+    m_result["benchmarks"][spec.name] = entry;
+    m_result["flags"].push_back(fmt::format("benchmark \"{}\" was measured before the run was resumed, by an "
+                                            "earlier launch of the server",
+                                            spec.name));
+    m_s.journal.record("benchmark_kept", {{"variant", m_variant.name}, {"benchmark", spec.name}});
+    return true;
+  }
+
+  // The result so far, on disk the moment a benchmark ends: a kill, a Ctrl-C or a
+  // failed teardown after it loses nothing measured. It reads as interrupted until
+  // the variant's final result replaces it.
+  void save_progress() {
+    ordered progress = m_result;
+    std::vector<std::string> measured;
+    std::vector<std::string> left;
+    for (const auto& name : m_variant.benchmarks) {
+      bool done = m_result["benchmarks"].contains(name) && m_result["benchmarks"][name].value("status", "") == "ok";
+      (done ? measured : left).push_back(name);
+    }
+    progress["status"] = "interrupted";
+    progress["reason"] = fmt::format("the run stopped before this variant finished (measured: {}; not measured: {})",
+                                     measured.empty() ? "none" : util::join(measured, ", "),
+                                     left.empty() ? "none" : util::join(left, ", "));
+    if (!m_s.failures.write(m_s.paths.result(m_variant.name),
+                            progress.dump(2, ' ', false, json::error_handler_t::replace) + "\n")) {
+      throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the measurement: {}", m_s.failures.first()->what()))};
+    }
   }
 
   void record_provenance() {
@@ -386,6 +424,35 @@ private:
     Display* display = &m_s.display;
     common.on_progress = [display, variant](const bench::Progress& p) { display->bench_progress(variant, p); };
     return common;
+  }
+
+  // Where the built-in benchmarks run their client (src/run/bench_client.hpp), once the server runs.
+  BenchClient& client() {
+    if (!m_client) {
+      BenchClient::Setup setup;
+      setup.host = m_host;
+      setup.default_where = m_s.experiment.bench_client;
+      setup.node = m_node;
+      setup.state_dir = std::filesystem::path(m_server->files.dir).parent_path().string();
+      setup.variant = m_variant.name;
+      setup.server_tag = m_server->tag;
+      setup.server_files = m_server->files;
+      setup.server_pid = m_server->pid;
+      setup.server_port = m_config.port;
+      for (const auto& source : m_config.tmpl->accept_length) {
+        if (source.kind == server::AcceptSource::Kind::prometheus) {
+          setup.metrics_path = source.path;
+          break;
+        }
+      }
+      setup.stop = m_s.options.stop;
+      setup.target = [this]() -> const bench::Target& { return target(); };
+      setup.warn = [this](const std::string& text) { warn(text); };
+      setup.flag = [this](const std::string& text) { m_result["flags"].push_back(text); };
+      setup.journal = [this](std::string_view event, json fields) { m_s.journal.record(event, std::move(fields)); };
+      m_client.emplace(std::move(setup));
+    }
+    return *m_client;
   }
 
   const bench::Target& target() {
@@ -504,8 +571,8 @@ private:
   }
 
   void write_requests(const std::string& benchmark, const std::string& content) {
-    if (auto written = util::write_file_atomic(m_s.paths.requests(m_variant.name, benchmark), content); !written) {
-      warn(written.error().what());
+    if (!m_s.failures.write(m_s.paths.requests(m_variant.name, benchmark), content)) {
+      throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the requests: {}", m_s.failures.first()->what()))};
     }
   }
 
@@ -534,7 +601,10 @@ private:
       options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
       options.common.hold = watch->hold_flag();
       options.common.on_measured_start = [&] { window = open_window(); };
-      auto result = bench::run_single_stream(target(), options);
+      auto result = client().single_stream(spec, options, *watch, [&](const ClientWindow& w) {
+        window = Window{w.log_from, w.metrics_before};
+      });
+      entry["client"] = client().describe(spec);
       if (auto death = watch->death()) {
         died.emplace(m_phase, *death);
       }
@@ -573,15 +643,20 @@ private:
                                      spec.max_concurrency,
                                      spec.burstiness,
                                      static_cast<std::uint64_t>(i)};
-          auto result = bench::run_rate(target(), options);
+          auto result = client().rate(spec, options, *watch, [&](const ClientWindow& w) {
+            window = Window{w.log_from, w.metrics_before};
+          });
           levels = std::move(result.levels);
           ended = result.ended;
         } else {
           bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
-          auto result = bench::run_concurrency(target(), options);
+          auto result = client().concurrency(spec, options, *watch, [&](const ClientWindow& w) {
+            window = Window{w.log_from, w.metrics_before};
+          });
           levels = std::move(result.levels);
           ended = result.ended;
         }
+        entry["client"] = client().describe(spec);
         if (auto death = watch->death()) {
           died.emplace(rate ? fmt::format("{} at rate {:g}", m_phase, spec.rates[i])
                             : fmt::format("{} at c{}", m_phase, spec.levels[i]),
@@ -621,7 +696,6 @@ private:
       return;
     }
     }
-    write_requests(spec.name, requests);
     entry["completed"] = completed;
     entry["failed"] = failed;
     entry["status"] = completed > 0 && !died ? "ok" : "failed";
@@ -633,6 +707,8 @@ private:
     m_result["benchmarks"][spec.name] = entry;
     end({{"completed", completed}, {"failed", failed}});
     watch.reset();
+    save_progress();
+    write_requests(spec.name, requests);
     if (died) {
       server_died(died->second, died->first);
     }
@@ -678,6 +754,7 @@ private:
     entry["status"] = ok ? "ok" : "failed";
     m_result["benchmarks"][spec.name] = entry;
     end({{"exit_code", outcome.exit_code}});
+    save_progress();
     if (!ok) {
       std::string why = outcome.timed_out           ? fmt::format("timed out after {}", util::format_duration(timeout))
                         : !outcome.problems.empty() ? outcome.problems.front()
@@ -752,9 +829,11 @@ private:
     if (!m_server || m_host == nullptr) {
       return;
     }
-    auto copied = remote::copy_back(*m_host, m_server->files.log(), m_s.paths.server_log(m_variant.name).string());
-    if (!copied) {
-      warn(fmt::format("could not copy the server log back: {}", copied.error().what()));
+    auto log = remote::fetch_file(*m_host, m_server->files.log());
+    if (!log) {
+      warn(fmt::format("could not copy the server log back: {}", log.error().what()));
+    } else if (!m_s.failures.write(m_s.paths.server_log(m_variant.name), *log)) {
+      warn(fmt::format("could not keep the server log: {}", m_s.failures.first()->what()));
     }
   }
 
@@ -793,6 +872,7 @@ private:
   remote::Host* m_host = nullptr;
   std::optional<server::RunningServer> m_server;
   std::optional<bench::Target> m_target;
+  std::optional<BenchClient> m_client;
   std::string m_phase = "start";
   Clock::time_point m_phase_start = Clock::now();
 };

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <fmt/format.h>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -20,9 +21,11 @@ using detail::describe_process;
 struct EarlierServer {
   std::string tag;
   int pid = 0;
-  int port = 0;
-  // Empty: all GPUs.
-  std::vector<int> gpus;
+  detail::ServerMeta meta;
+  // Seconds since the owning run last touched the heartbeat; nullopt without one.
+  std::optional<long> heartbeat_age_s;
+  // Its run is alive and is not the run asking: never touched.
+  bool live_owner = false;
 };
 
 std::string gpus_text(const std::optional<std::vector<int>>& gpus) {
@@ -36,12 +39,32 @@ std::string gpus_text(const std::optional<std::vector<int>>& gpus) {
   return util::join(ids, ",");
 }
 
-std::expected<std::vector<EarlierServer>, Error> earlier_servers(remote::Host& host, const std::string& state_dir) {
+// Whether the run that launched `s` is alive, and not the run asking: on the
+// coordinator's own machine its process (pid and start time) says; from elsewhere,
+// a heartbeat fresher than k_owner_heartbeat_stale. A record without an owner was
+// written by a specctl that had none: its run cannot be asked, and counts as gone.
+bool owned_by_live_run(const EarlierServer& s, const RunOwner& asking) {
+  if (!s.meta.owner || s.meta.owner->same_process(asking)) {
+    return false;
+  }
+  if (auto here = detail::alive_here(*s.meta.owner)) {
+    return *here;
+  }
+  return s.heartbeat_age_s &&
+         *s.heartbeat_age_s <= std::chrono::duration_cast<std::chrono::seconds>(k_owner_heartbeat_stale).count();
+}
+
+// The servers recorded in the state dir; with `tag`, only that one's record.
+std::expected<std::vector<EarlierServer>, Error> earlier_servers(remote::Host& host, const std::string& state_dir,
+                                                                const RunOwner& asking, const std::string& tag = "") {
+  // One line per recorded server: tag, pid, heartbeat age (-1: none), then server.meta.
   std::string line = fmt::format(
-      "for d in {}/*/; do [ -f \"$d/server.pid\" ] || continue; "
-      "printf '%s %s %s\\n' \"$(basename \"$d\")\" \"$(cat \"$d/server.pid\")\" \"$(cat \"$d/server.meta\" 2>/dev/null)\"; "
+      "now=$(date +%s); for d in {}/{}/; do [ -f \"$d/server.pid\" ] || continue; "
+      "beat=$(stat -c %Y \"$d/owner.beat\" 2>/dev/null) && age=$((now - beat)) || age=-1; "
+      "printf '%s %s %s %s\\n' \"$(basename \"$d\")\" \"$(cat \"$d/server.pid\")\" \"$age\" "
+      "\"$(head -n 1 \"$d/server.meta\" 2>/dev/null)\"; "
       "done",
-      util::shell_quote(state_dir));
+      util::shell_quote(state_dir), tag.empty() ? std::string("*") : util::shell_quote(tag));
   auto result = host.exec(line);
   if (!result) {
     return std::unexpected(result.error());
@@ -52,36 +75,52 @@ std::expected<std::vector<EarlierServer>, Error> earlier_servers(remote::Host& h
   while (std::getline(in, row)) {
     std::istringstream fields(row);
     EarlierServer s;
-    std::string meta;
-    if (!(fields >> s.tag >> s.pid)) {
+    long age = -1;
+    if (!(fields >> s.tag >> s.pid >> age)) {
       continue;
     }
-    while (fields >> meta) {
-      if (meta.starts_with("port=")) {
-        s.port = std::atoi(meta.c_str() + 5);
-      } else if (meta.starts_with("gpus=") && meta != "gpus=all") {
-        std::istringstream ids(meta.substr(5));
-        std::string id;
-        while (std::getline(ids, id, ',')) {
-          s.gpus.push_back(std::atoi(id.c_str()));
-        }
-      }
+    if (age >= 0) {
+      s.heartbeat_age_s = age;
     }
+    std::string meta;
+    std::getline(fields, meta);
+    s.meta = detail::parse_meta(util::trim(meta));
+    s.live_owner = owned_by_live_run(s, asking);
     out.push_back(std::move(s));
   }
   return out;
 }
 
+bool gpus_overlap(const std::optional<std::vector<int>>& a, const std::optional<std::vector<int>>& b) {
+  if (!a || !b) {
+    return false;
+  }
+  return std::any_of(a->begin(), a->end(), [&](int gpu) { return std::find(b->begin(), b->end(), gpu) != b->end(); });
+}
+
+// A server a dead run left collides with the new one on its port or on any GPU it
+// may hold (no GPU list: all of them).
 bool collides(const EarlierServer& earlier, const ServerConfig& config) {
-  if (earlier.port == config.port || earlier.gpus.empty() || !config.gpus) {
-    return true;
+  return earlier.meta.port == config.port || !earlier.meta.gpus || !config.gpus ||
+         gpus_overlap(earlier.meta.gpus, config.gpus);
+}
+
+// A live run's server makes the host busy only where the two certainly meet: the
+// port, or a GPU both lists name. Without GPU lists only ports collide.
+bool blocks(const EarlierServer& earlier, const ServerConfig& config) {
+  return earlier.meta.port == config.port || gpus_overlap(earlier.meta.gpus, config.gpus);
+}
+
+std::string busy_text(remote::Host& host, const EarlierServer& s, const ServerConfig& config) {
+  std::vector<std::string> holds;
+  if (gpus_overlap(s.meta.gpus, config.gpus)) {
+    holds.push_back("GPUs " + gpus_text(s.meta.gpus));
   }
-  for (int gpu : earlier.gpus) {
-    if (std::find(config.gpus->begin(), config.gpus->end(), gpu) != config.gpus->end()) {
-      return true;
-    }
+  if (s.meta.port == config.port) {
+    holds.push_back(fmt::format("port {}", s.meta.port));
   }
-  return false;
+  return fmt::format("{} is busy: {} holds {} (server {})", host.describe(), s.meta.owner->describe(),
+                     util::join(holds, " / "), s.tag);
 }
 
 bool allowed(const std::vector<std::string>& allow, const ComputeApp& app, const remote::ProcessInfo* info) {
@@ -104,14 +143,113 @@ bool allowed(const std::vector<std::string>& allow, const ComputeApp& app, const
   return false;
 }
 
+// The servers of live runs on the host, by tag. A tag not known yet (a server that
+// another run launched after the list was read) is looked up when it is met: its
+// record is written before its first process starts.
+class LiveRuns {
+public:
+  LiveRuns(std::string state_dir, RunOwner asking) : m_state_dir(std::move(state_dir)), m_asking(std::move(asking)) {}
+  void add(const std::string& tag) { m_live.insert(tag); }
+  std::expected<bool, Error> contains(remote::Host& host, const std::string& tag) {
+    if (tag.empty() || m_live.contains(tag)) {
+      return !tag.empty();
+    }
+    if (m_not_live.contains(tag)) {
+      return false;
+    }
+    auto records = earlier_servers(host, m_state_dir, m_asking, tag);
+    if (!records) {
+      return std::unexpected(records.error());
+    }
+    bool live = std::any_of(records->begin(), records->end(), [](const EarlierServer& s) { return s.live_owner; });
+    (live ? m_live : m_not_live).insert(tag);
+    return live;
+  }
+
+private:
+  std::string m_state_dir;
+  RunOwner m_asking;
+  std::set<std::string> m_live;
+  std::set<std::string> m_not_live;
+};
+
+// Servers of live runs that the new server would meet: nothing is touched; the
+// launch fails, or waits for them to go (cleanup.busy). Returns the tags of every
+// live run's server on the host, whose processes the rest of the cleanup leaves alone.
+std::expected<LiveRuns, Error> respect_live_runs(remote::Host& host, const ServerConfig& config,
+                                                               const std::string& state_dir,
+                                                               const CleanupOptions& options, CleanupReport& report) {
+  auto deadline = std::chrono::steady_clock::now() + config.cleanup.timeout;
+  bool waited = false;
+  while (true) {
+    auto earlier = earlier_servers(host, state_dir, options.owner);
+    if (!earlier) {
+      return std::unexpected(earlier.error());
+    }
+    LiveRuns live(state_dir, options.owner);
+    std::vector<const EarlierServer*> blocking;
+    for (const auto& s : *earlier) {
+      if (!s.live_owner) {
+        continue;
+      }
+      auto tagged = remote::find_tagged(host, s.tag);
+      if (!tagged) {
+        return std::unexpected(tagged.error());
+      }
+      if (tagged->empty()) {
+        continue;
+      }
+      live.add(s.tag);
+      if (blocks(s, config)) {
+        blocking.push_back(&s);
+      } else if (!waited) {
+        report.left_alone.push_back(fmt::format("{}'s server {} (port {}, GPUs {}): its run is alive",
+                                                s.meta.owner->describe(), s.tag, s.meta.port, gpus_text(s.meta.gpus)));
+      }
+    }
+    if (blocking.empty()) {
+      return live;
+    }
+    std::vector<std::string> why;
+    for (const auto* s : blocking) {
+      why.push_back(busy_text(host, *s, config));
+    }
+    bool wait = config.cleanup.busy == BusyPolicy::wait;
+    if (options.dry_run) {
+      report.left_alone.push_back(util::join(why, "; ") +
+                                  (wait ? fmt::format(": the launch would wait up to {} for it",
+                                                      util::format_duration(config.cleanup.timeout))
+                                        : ": the launch would fail (cleanup.busy: fail)"));
+      return live;
+    }
+    if (!wait) {
+      return std::unexpected(Error(util::join(why, "; ") + " (cleanup.busy: fail; `wait` waits for it)"));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return std::unexpected(Error(fmt::format("{} (still, after waiting {})", util::join(why, "; "),
+                                               util::format_duration(config.cleanup.timeout)),
+                                   ErrorKind::timed_out));
+    }
+    if (!waited) {
+      report.actions.push_back("waited: " + util::join(why, "; "));
+      waited = true;
+    }
+    if (detail::sleep_for(detail::k_gpu_poll, options.cancel)) {
+      return std::unexpected(Error("interrupted while waiting for a busy host", ErrorKind::interrupted));
+    }
+  }
+}
+
+// Servers that runs now gone left behind (or this run's own) and that would
+// collide are stopped.
 std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& config, const std::string& state_dir,
                                         const CleanupOptions& options, CleanupReport& report) {
-  auto earlier = earlier_servers(host, state_dir);
+  auto earlier = earlier_servers(host, state_dir, options.owner);
   if (!earlier) {
     return std::unexpected(earlier.error());
   }
   for (const auto& s : *earlier) {
-    if (!collides(s, config)) {
+    if (s.live_owner || !collides(s, config)) {
       continue;
     }
     auto tagged = remote::find_tagged(host, s.tag);
@@ -126,8 +264,9 @@ std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& 
       }
       continue;
     }
-    std::string what = fmt::format("specctl's earlier server {} (pid {}, port {}, {} processes)", s.tag, s.pid, s.port,
-                                   tagged->size());
+    std::string whose = !s.meta.owner ? "" : s.meta.owner->same_process(options.owner) ? ", this run's" : ", its run gone: " + s.meta.owner->describe();
+    std::string what = fmt::format("specctl's earlier server {} (pid {}, port {}, {} processes{})", s.tag, s.pid,
+                                   s.meta.port, tagged->size(), whose);
     if (options.dry_run) {
       report.actions.push_back("would stop " + what);
       continue;
@@ -142,8 +281,34 @@ std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& 
   return {};
 }
 
+// The GPU processes of live runs' servers (by their tag) leave the snapshot: the
+// cleanup neither kills nor waits for them, and their memory is not ours to wait out.
+std::expected<std::map<int, std::uint64_t>, Error> drop_live(remote::Host& host, GpuSnapshot& snapshot,
+                                                            LiveRuns& live) {
+  std::map<int, std::uint64_t> held;
+  std::vector<ComputeApp> kept;
+  for (auto& app : snapshot.apps) {
+    auto tag = remote::tag_of(host, app.pid);
+    if (!tag) {
+      return std::unexpected(tag.error());
+    }
+    auto theirs = live.contains(host, *tag);
+    if (!theirs) {
+      return std::unexpected(theirs.error());
+    }
+    if (!*theirs) {
+      kept.push_back(std::move(app));
+    } else if (app.gpu_index && app.used_mib) {
+      held[*app.gpu_index] += *app.used_mib;
+    }
+  }
+  snapshot.apps = std::move(kept);
+  return held;
+}
+
 std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
-                                        util::Reporter& reporter, CleanupReport& report) {
+                                        LiveRuns& live, util::Reporter& reporter,
+                                        CleanupReport& report) {
   const auto& cleanup = config.cleanup;
   auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
   if (!probe) {
@@ -158,6 +323,9 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
     return std::unexpected(snapshot.error());
   }
   report.gpus_checked = true;
+  if (auto dropped = drop_live(host, *snapshot, live); !dropped) {
+    return std::unexpected(dropped.error());
+  }
   const auto& apps = snapshot->apps;
   if (apps.empty()) {
     return {};
@@ -199,6 +367,9 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
       auto again = query_gpus(host, config.gpus);
       if (!again) {
         return std::unexpected(again.error());
+      }
+      if (auto dropped = drop_live(host, *again, live); !dropped) {
+        return std::unexpected(dropped.error());
       }
       if (again->apps.empty()) {
         return {};
@@ -269,7 +440,8 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
   return {};
 }
 
-std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfig& config, const CleanupReport& report) {
+std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfig& config,
+                                           LiveRuns& live, const CleanupReport& report) {
   if (!report.gpus_checked) {
     return {};
   }
@@ -280,10 +452,17 @@ std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfi
     if (!snapshot) {
       return std::unexpected(snapshot.error());
     }
+    auto held = drop_live(host, *snapshot, live);
+    if (!held) {
+      return std::unexpected(held.error());
+    }
     std::vector<std::string> busy;
     for (const auto& gpu : snapshot->gpus) {
-      if (gpu.used_mib && *gpu.used_mib >= cleanup.gpu_free_below_mib) {
-        busy.push_back(fmt::format("GPU {} uses {} MiB", gpu.index, *gpu.used_mib));
+      auto theirs = held->contains(gpu.index) ? held->at(gpu.index) : 0;
+      if (gpu.used_mib && *gpu.used_mib >= cleanup.gpu_free_below_mib + theirs) {
+        busy.push_back(theirs > 0 ? fmt::format("GPU {} uses {} MiB ({} MiB of them a live run's server)", gpu.index,
+                                                *gpu.used_mib, theirs)
+                                  : fmt::format("GPU {} uses {} MiB", gpu.index, *gpu.used_mib));
       }
     }
     if (busy.empty()) {
@@ -305,7 +484,7 @@ std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfi
 }
 
 std::expected<void, Error> free_port(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
-                                     CleanupReport& report) {
+                                     LiveRuns& live, CleanupReport& report) {
   auto holders = remote::port_holders(host, config.port);
   if (!holders) {
     return std::unexpected(holders.error());
@@ -324,6 +503,19 @@ std::expected<void, Error> free_port(remote::Host& host, const ServerConfig& con
         continue;
       }
       return std::unexpected(Error(fmt::format("{}: {}", host.describe(), why)));
+    }
+    auto theirs = live.contains(host, *tag);
+    if (!theirs) {
+      return std::unexpected(theirs.error());
+    }
+    if (*theirs) {
+      // A live run's server that took the port after the busy check: never ours to stop.
+      std::string why = fmt::format("port {} is held by {}, a server of a live specctl run", config.port, who);
+      if (options.dry_run) {
+        report.left_alone.push_back(why + ": the launch would be refused");
+        continue;
+      }
+      return std::unexpected(Error(fmt::format("{} is busy: {}", host.describe(), why)));
     }
     if (options.dry_run) {
       report.actions.push_back(fmt::format("would stop {} (specctl's {}) holding port {}", who, *tag, config.port));
@@ -348,18 +540,22 @@ std::expected<CleanupReport, Error> cleanup_before_launch(remote::Host& host, co
   if (!state_dir) {
     return std::unexpected(state_dir.error());
   }
+  auto live = respect_live_runs(host, config, *state_dir, options, report);
+  if (!live) {
+    return std::unexpected(live.error());
+  }
   if (auto done = stop_earlier(host, config, *state_dir, options, report); !done) {
     return std::unexpected(done.error());
   }
-  if (auto done = apply_policy(host, config, options, reporter, report); !done) {
+  if (auto done = apply_policy(host, config, options, *live, reporter, report); !done) {
     return std::unexpected(done.error());
   }
   if (!options.dry_run) {
-    if (auto done = wait_gpu_memory(host, config, report); !done) {
+    if (auto done = wait_gpu_memory(host, config, *live, report); !done) {
       return std::unexpected(done.error());
     }
   }
-  if (auto done = free_port(host, config, options, report); !done) {
+  if (auto done = free_port(host, config, options, *live, report); !done) {
     return std::unexpected(done.error());
   }
   return report;

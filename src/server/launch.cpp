@@ -45,7 +45,7 @@ std::string RunningServer::base_url() const {
 }
 
 std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
-                                           const std::string& tag, const std::string& state_dir) {
+                                           const std::string& tag, const std::string& state_dir, const RunOwner& owner) {
   auto dir = detail::resolve_state_dir(host, state_dir);
   if (!dir) {
     return std::unexpected(dir.error());
@@ -53,18 +53,12 @@ std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfi
   RunningServer server;
   server.tag = tag;
   server.files = remote::RunFiles{*dir + "/" + tag};
-  std::string gpus = "all";
-  if (config.gpus) {
-    std::vector<std::string> ids;
-    for (int g : *config.gpus) {
-      ids.push_back(std::to_string(g));
-    }
-    gpus = util::join(ids, ",");
-  }
-  // Recorded so a later cleanup knows which earlier servers collide with a new one.
-  std::string meta = fmt::format("port={} gpus={}", config.port, gpus);
-  auto written = host.exec(fmt::format("mkdir -p {0} && printf '%s\\n' {1} > {0}/server.meta",
-                                       util::shell_quote(server.files.dir), util::shell_quote(meta)));
+  // Recorded so a later cleanup knows which servers collide with a new one, and whose they are.
+  std::string meta = detail::meta_to_json({config.port, config.gpus, owner})
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto written = host.exec(fmt::format("mkdir -p {0} && printf '%s\\n' {1} > {0}/server.meta && touch {2}",
+                                       util::shell_quote(server.files.dir), util::shell_quote(meta),
+                                       util::shell_quote(server.files.heartbeat())));
   if (!written || written->exit_code != 0) {
     return std::unexpected(
         written ? Error(fmt::format("{}: cannot create {}: {}", host.describe(), server.files.dir, written->err))

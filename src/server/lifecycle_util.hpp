@@ -4,6 +4,7 @@
 
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/server/gpus.hpp>
+#include <specctl/server/lifecycle.hpp>
 #include <specctl/util/reporter.hpp>
 
 #include <chrono>
@@ -31,6 +32,24 @@ std::expected<std::vector<remote::ProcessInfo>, Error> living(remote::Host& host
 
 std::string describe_process(const remote::ProcessInfo& info);
 std::string describe_app(const ComputeApp& app);
+
+// What a server's run directory records beside it (server.meta, one line of JSON).
+struct ServerMeta {
+  int port = 0;
+  // nullopt: all GPUs.
+  std::optional<std::vector<int>> gpus;
+  // nullopt: written by a specctl without owners, whose run cannot be asked.
+  std::optional<RunOwner> owner;
+};
+nlohmann::json meta_to_json(const ServerMeta& meta);
+// Also reads the older "port=N gpus=..." line.
+ServerMeta parse_meta(const std::string& text);
+
+// /proc/PID/stat's start time on this machine; empty if there is no such process.
+std::string start_ticks_of(int pid);
+// Whether the owner's process lives, when it ran on this machine; nullopt when it
+// ran elsewhere (its heartbeat on the host says then).
+std::optional<bool> alive_here(const RunOwner& owner);
 
 // Sleeps in small steps; true when `cancel` was set meanwhile.
 bool sleep_for(util::Duration duration, const std::atomic<bool>* cancel = nullptr);

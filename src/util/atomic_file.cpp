@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <random>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace specctl::util {
@@ -50,13 +51,14 @@ std::expected<void, Error> write_file_atomic(const std::filesystem::path& path, 
   std::random_device random;
   auto temp = path;
   temp += fmt::format(".tmp-{}-{:08x}", ::getpid(), random());
+  // Errors name the file being written, not its temporary twin.
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return std::unexpected(io_error("cannot create", temp, errno));
+    return std::unexpected(io_error("cannot create", path, errno));
   }
-  auto written = write_all(fd, content, temp);
+  auto written = write_all(fd, content, path);
   if (written && ::fsync(fd) != 0) {
-    written = std::unexpected(io_error("cannot fsync", temp, errno));
+    written = std::unexpected(io_error("cannot fsync", path, errno));
   }
   ::close(fd);
   if (written && ::rename(temp.c_str(), path.c_str()) != 0) {
@@ -106,15 +108,57 @@ std::expected<void, Error> AppendFile::append(std::string_view line) {
   whole.append(line);
   whole.push_back('\n');
   std::lock_guard lock(m_mutex);
+  struct stat before {};
+  bool sized = ::fstat(m_fd, &before) == 0;
   // One write: O_APPEND puts it at the end even with other writers, and a
   // kill -9 can at worst leave a torn last line, which readers skip.
   if (auto written = write_all(m_fd, whole, m_path); !written) {
+    // A full disk took part of the line: take it back, so the next line starts whole.
+    if (sized) {
+      // Should even that fail, readers skip the torn line.
+      (void)!::ftruncate(m_fd, before.st_size);
+    }
     return written;
   }
   if (::fsync(m_fd) != 0) {
     return std::unexpected(io_error("cannot fsync", m_path, errno));
   }
   return {};
+}
+
+void WriteFailures::record(const Error& error, std::uint64_t bytes) {
+  std::lock_guard lock(m_mutex);
+  if (!m_first) {
+    m_first = error;
+  }
+  m_unwritten += bytes;
+  m_any = true;
+}
+
+std::optional<Error> WriteFailures::first() const {
+  std::lock_guard lock(m_mutex);
+  return m_first;
+}
+
+std::uint64_t WriteFailures::unwritten_bytes() const {
+  std::lock_guard lock(m_mutex);
+  return m_unwritten;
+}
+
+bool WriteFailures::write(const std::filesystem::path& path, std::string_view content) {
+  if (auto written = write_file_atomic(path, content); !written) {
+    record(written.error(), content.size());
+    return false;
+  }
+  return true;
+}
+
+std::optional<std::uint64_t> free_bytes(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) {
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
 }
 
 } // namespace specctl::util

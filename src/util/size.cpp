@@ -35,4 +35,18 @@ std::expected<std::uint64_t, std::string> parse_size_mib(std::string_view text) 
   return error();
 }
 
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) {
+    return fmt::format("{} B", bytes);
+  }
+  constexpr const char* k_units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(k_units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, k_units[unit]);
+}
+
 } // namespace specctl::util

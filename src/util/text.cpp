@@ -76,12 +76,13 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   std::size_t star = std::string_view::npos;
   std::size_t star_text = 0;
   while (t < text.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (p < pattern.size() && pattern[p] == '*') {
+    // A '*' is a wildcard before it is a character: "a*" matches "a*b" too.
+    if (p < pattern.size() && pattern[p] == '*') {
       star = p++;
       star_text = t;
+    } else if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
     } else if (star != std::string_view::npos) {
       p = star + 1;
       t = ++star_text;
@@ -110,6 +111,11 @@ std::string slug(std::string_view text) {
     out.pop_back();
   }
   return out;
+}
+
+bool path_safe_name(std::string_view name) {
+  return !name.empty() && name.size() <= k_max_name_length && slug(name) == name &&
+         name.find_first_not_of('.') != std::string_view::npos;
 }
 
 } // namespace specctl::util

@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <netinet/in.h>
+#include <sstream>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -289,4 +291,139 @@ TEST_CASE("lifecycle: interrupting a load, then teardown, leaves nothing running
   REQUIRE(server::teardown(sb.host, *server, config, reporter));
   CHECK(remote::find_tagged(sb.host, "life-sigint").value().empty());
   CHECK(server::query_gpus(sb.host, std::nullopt).value().apps.empty());
+}
+
+namespace {
+
+// Another specctl run on this machine, as its servers record it: a live process
+// of ours (a sleep) stands for its coordinator, so the test can end it.
+struct OtherRun {
+  pid_t pid = -1;
+  server::RunOwner owner;
+
+  OtherRun() {
+    pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sleep", "sleep", "120", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    owner = server::RunOwner::this_process("other-sweep", "/results/other-sweep/1");
+    owner.pid = pid;
+    // The child's start time, as cleanup reads it from /proc (field 22; fields count from the last ')').
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 1));
+    std::string field;
+    for (int k = 3; k <= 22 && fields >> field; ++k) {
+      if (k == 22) {
+        owner.start_ticks = field;
+      }
+    }
+  }
+  void end() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~OtherRun() { end(); }
+};
+
+} // namespace
+
+TEST_CASE("lifecycle: a live run's server is never touched: the launch fails naming the run, or waits for it") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  util::RecordingReporter reporter;
+  OtherRun other;
+  sb.tags.push_back("life-theirs");
+  auto theirs = server::launch(sb.host, config, server::render_launch(config, {k_bindir}), "life-theirs", sb.state_dir,
+                               other.owner);
+  REQUIRE_MESSAGE(theirs, (theirs ? std::string() : std::string(theirs.error().what())));
+  REQUIRE(server::wait_ready(sb.host, *theirs, config, reporter));
+  auto processes = remote::find_tagged(sb.host, "life-theirs").value().size();
+
+  SUBCASE("the same port: busy, fail at once") {
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    REQUIRE_FALSE(cleaned);
+    std::string why = cleaned.error().what();
+    CHECK(why.find("local is busy: specctl run other-sweep (pid " + std::to_string(other.pid)) != std::string::npos);
+    CHECK(why.find("/results/other-sweep/1) holds port " + std::to_string(config.port)) != std::string::npos);
+    CHECK(remote::find_tagged(sb.host, "life-theirs").value().size() == processes);
+  }
+  SUBCASE("plan --probe says the same, touching nothing") {
+    auto probed = server::cleanup_before_launch(sb.host, config, {sb.state_dir, true}, reporter);
+    REQUIRE(probed);
+    CHECK(any_line_contains(probed->left_alone, "holds port " + std::to_string(config.port)));
+    CHECK(any_line_contains(probed->left_alone, "the launch would fail (cleanup.busy: fail)"));
+    CHECK(probed->actions.empty());
+    CHECK(remote::find_tagged(sb.host, "life-theirs").value().size() == processes);
+  }
+  SUBCASE("another port, no GPU lists: only ports collide, their GPU processes are left alone") {
+    auto mine = config;
+    mine.port = free_port();
+    auto cleaned = server::cleanup_before_launch(sb.host, mine, {sb.state_dir}, reporter);
+    REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+    CHECK(cleaned->actions.empty());
+    CHECK(any_line_contains(cleaned->left_alone, "its run is alive"));
+    CHECK(remote::find_tagged(sb.host, "life-theirs").value().size() == processes);
+  }
+  SUBCASE("busy: wait waits until the run's server is gone") {
+    config.cleanup.busy = server::BusyPolicy::wait;
+    config.cleanup.timeout = 60s;
+    std::thread finisher([&] {
+      std::this_thread::sleep_for(2s);
+      (void)server::teardown(sb.host, *theirs, config, reporter);
+    });
+    auto started = std::chrono::steady_clock::now();
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    finisher.join();
+    REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+    CHECK(std::chrono::steady_clock::now() - started >= 1s);
+    CHECK(any_line_contains(cleaned->actions, "waited: local is busy: specctl run other-sweep"));
+  }
+  SUBCASE("once its run is gone, its server is a leftover and is stopped") {
+    other.end();
+    auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+    REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+    CHECK(any_line_contains(cleaned->actions, "stopped specctl's earlier server life-theirs"));
+    CHECK(any_line_contains(cleaned->actions, "its run gone: specctl run other-sweep"));
+    CHECK(remote::find_tagged(sb.host, "life-theirs").value().empty());
+  }
+}
+
+TEST_CASE("lifecycle: a run on another machine is alive while its heartbeat is fresh") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  util::RecordingReporter reporter;
+  auto elsewhere = server::RunOwner::this_process("remote-sweep", "/laptop/results");
+  elsewhere.coordinator = "some-laptop";
+  sb.tags.push_back("life-remote");
+  auto theirs = server::launch(sb.host, config, server::render_launch(config, {k_bindir}), "life-remote", sb.state_dir,
+                               elsewhere);
+  REQUIRE(theirs);
+  REQUIRE(server::wait_ready(sb.host, *theirs, config, reporter));
+  auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_FALSE(cleaned);
+  CHECK(std::string(cleaned.error().what()).find("busy: specctl run remote-sweep (pid") != std::string::npos);
+  // A heartbeat older than k_owner_heartbeat_stale: the run is gone.
+  sb.host.exec(fmt::format("touch -d '-10 minutes' {}", util::shell_quote(theirs->files.heartbeat())));
+  cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+  CHECK(any_line_contains(cleaned->actions, "stopped specctl's earlier server life-remote"));
+}
+
+TEST_CASE("lifecycle: a record written before runs had owners is read, and its server counts as left") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 1s");
+  util::RecordingReporter reporter;
+  auto first = sb.start(config, "life-old");
+  REQUIRE(first);
+  REQUIRE(server::wait_ready(sb.host, *first, config, reporter));
+  std::ofstream(first->files.dir + "/server.meta") << fmt::format("port={} gpus=all\n", config.port);
+  auto cleaned = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
+  CHECK(any_line_contains(cleaned->actions, fmt::format("stopped specctl's earlier server life-old (pid {}, port {}",
+                                                        first->pid, config.port)));
 }

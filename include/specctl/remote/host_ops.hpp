@@ -28,6 +28,8 @@ struct RunFiles {
   std::string log() const { return dir + "/server.log"; }
   std::string pid() const { return dir + "/server.pid"; }
   std::string exit() const { return dir + "/server.exit"; }
+  // Touched at every poll of the server: the run that owns it is alive.
+  std::string heartbeat() const { return dir + "/owner.beat"; }
 };
 
 // Starts the command and returns its pid, which is also its process group and session id.
@@ -85,7 +87,10 @@ std::expected<std::vector<int>, Error> port_holders(Host& host, int port);
 // file, then rename), so a reader on another machine never sees half of it.
 std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content);
 
-// Copies a file from the host to this machine (atomically: temp file, then rename).
+// The whole content of a file on the host.
+std::expected<std::string, Error> fetch_file(Host& host, const std::string& remote_path);
+
+// Copies a file from the host to this machine (util::write_file_atomic).
 std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path);
 
 // What a result needs to say where it was measured.

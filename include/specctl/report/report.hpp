@@ -25,6 +25,8 @@ struct RunData {
   nlohmann::json experiment; // experiment.json (the resolved plan)
   // result.json of each variant that has one; a variant killed before writing it has none.
   std::map<std::string, nlohmann::json> results;
+  // A variant whose result.json is there but cannot be read: what is wrong with it.
+  std::map<std::string, std::string> damaged;
 };
 
 // Reads a result folder. Throws specctl::Error (bad_input) naming the file

@@ -55,6 +55,11 @@ nlohmann::json finite_or_null(double value);
 // run killed before writing it).
 std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant);
 
+// What is wrong with a variant's result.json that is there but cannot be read:
+// "variants/x/result.json: damaged at byte 812: syntax error ..."; nullopt when
+// the file is missing or sound.
+std::optional<std::string> result_damage(const ResultPaths& paths, const std::string& variant);
+
 // The figures expectations and tables use, by the names of experiment::metrics_of.
 nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result);
 nlohmann::json level_metrics(const bench::LevelResult& level);

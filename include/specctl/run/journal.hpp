@@ -18,14 +18,15 @@ public:
   static constexpr const char* k_file_name = "journal.jsonl";
 
   // Opens (or continues) DIR/journal.jsonl. Throws specctl::Error when it cannot.
-  explicit Journal(const std::filesystem::path& dir);
+  // An entry that cannot be written (a full disk) goes to `failures`, which stops
+  // the run from launching more; without `failures` it throws specctl::Error.
+  explicit Journal(const std::filesystem::path& dir, util::WriteFailures* failures = nullptr);
 
-  // Throws specctl::Error when the entry cannot be written: a run that cannot
-  // keep its journal must not go on measuring.
   void record(std::string_view event, nlohmann::json fields = nlohmann::json::object());
 
 private:
   util::AppendFile m_file;
+  util::WriteFailures* m_failures = nullptr;
 };
 
 // The entries of a journal, oldest first. A torn last line (the writer was

@@ -54,8 +54,11 @@ struct RunOutcome {
   // Expectations of the experiment the results did not reproduce.
   int missed_expectations = 0;
   std::string summary;
+  // Set when the run's files could not all be written (a full disk): what failed,
+  // what it needs, and that the run stopped launching.
+  std::optional<std::string> write_error;
 
-  // 0 all ok, 1 failed variants or missed expectations, 130 interrupted.
+  // 0 all ok, 1 failed variants, missed expectations or files not written, 130 interrupted.
   int exit_code() const;
 };
 

@@ -16,6 +16,35 @@ namespace specctl::server {
 // A shell word: "$HOME" is expanded on the host.
 inline constexpr const char* k_default_state_dir = "$HOME/.specctl/servers";
 
+// The specctl run a server belongs to, recorded beside the server (server.meta) so
+// that another run's cleanup tells a live run's server, which it never touches, from
+// one a dead run left behind.
+struct RunOwner {
+  // The machine the run's specctl process runs on: its hostname and boot id.
+  std::string coordinator;
+  std::string boot_id;
+  int pid = 0;
+  // The process's start time (/proc/PID/stat, clock ticks after boot): a pid reused
+  // by another process does not pass for the run.
+  std::string start_ticks;
+  // UTC, when the run started.
+  std::string since;
+  std::string experiment;
+  // The run's result folder, absolute.
+  std::string results;
+
+  // This process, running `experiment` into `results` (both may be empty).
+  static RunOwner this_process(std::string experiment = "", std::string results = "");
+  // True when `other` names the same process.
+  bool same_process(const RunOwner& other) const;
+  // "specctl run quickstart (pid 1234 on laptop, since 2026-12-02 04:40 UTC, results/...)".
+  std::string describe() const;
+};
+
+// A run touches its server's heartbeat (remote::RunFiles::heartbeat) at every poll; a
+// run on another machine is alive while the heartbeat is fresher than this.
+inline constexpr util::Duration k_owner_heartbeat_stale = std::chrono::minutes{2};
+
 // What the cleanup before a launch did and saw.
 struct CleanupReport {
   // "stopped ...", "killed ...": every process touched, by pid and name.
@@ -29,12 +58,18 @@ struct CleanupOptions {
   std::string state_dir = k_default_state_dir;
   // Only describe what would be done (specctl plan --probe).
   bool dry_run = false;
+  // The run asking: its own earlier servers are not another run's.
+  RunOwner owner = RunOwner::this_process();
+  // Set from elsewhere, stops a wait for a busy host.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
-// Gets a host ready for a server: stops specctl's earlier servers that would
+// Gets a host ready for a server: stops the servers dead specctl runs left that would
 // collide (same port or GPUs), applies the cleanup policy to GPU processes, waits
 // for GPU memory to drop below the threshold, and makes sure the port is free.
-// Never touches a process the policy does not name.
+// Never touches a process the policy does not name, nor any process of a live run's
+// server: a live run holding the port (or, where both name their GPUs, a GPU) makes
+// the host busy (cleanup.busy: fail, or wait for it). Without GPU lists only ports collide.
 std::expected<CleanupReport, Error> cleanup_before_launch(remote::Host& host, const ServerConfig& config,
                                                           const CleanupOptions& options, util::Reporter& reporter);
 
@@ -48,8 +83,10 @@ struct RunningServer {
 };
 
 // Starts the server detached, tagged, logging to its run directory, and opens the tunnel.
+// The run directory records the port, the GPUs and `owner`.
 std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
-                                           const std::string& tag, const std::string& state_dir = k_default_state_dir);
+                                           const std::string& tag, const std::string& state_dir = k_default_state_dir,
+                                           const RunOwner& owner = RunOwner::this_process());
 
 struct LoadReport {
   util::Duration load_time{0};

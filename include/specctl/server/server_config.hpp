@@ -15,6 +15,8 @@
 namespace specctl::server {
 
 enum class CleanupPolicy { kill, wait, fail };
+// What a launch does when a live specctl run's server holds its port or GPUs.
+enum class BusyPolicy { fail, wait };
 
 struct CleanupSpec {
   CleanupPolicy policy = CleanupPolicy::kill;
@@ -23,6 +25,8 @@ struct CleanupSpec {
   std::uint64_t gpu_free_below_mib = 1024;
   util::Duration grace = std::chrono::seconds{15};
   util::Duration timeout = std::chrono::minutes{5};
+  // A live run's server is never touched: fail at once, or wait up to `timeout` for it to go.
+  BusyPolicy busy = BusyPolicy::fail;
 };
 
 struct HealthSpec {

@@ -2,9 +2,12 @@
 
 #include <specctl/util/error.hpp>
 
+#include <atomic>
+#include <cstdint>
 #include <expected>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 namespace specctl::util {
@@ -38,5 +41,30 @@ private:
   int m_fd = -1;
   std::mutex m_mutex;
 };
+
+// The failures to write a run's files, shared by everything that writes them from
+// any thread: a full disk, EIO or a read-only folder stops the run cleanly (no more
+// launches; what was written stays) instead of throwing from a worker.
+class WriteFailures {
+public:
+  // A write of `bytes` that failed with `error`.
+  void record(const Error& error, std::uint64_t bytes);
+  bool any() const { return m_any.load(); }
+  std::optional<Error> first() const;
+  // Bytes of every failed write together: the least the disk lacked.
+  std::uint64_t unwritten_bytes() const;
+
+  // write_file_atomic that records its failure; true when written.
+  bool write(const std::filesystem::path& path, std::string_view content);
+
+private:
+  mutable std::mutex m_mutex;
+  std::optional<Error> m_first;
+  std::uint64_t m_unwritten = 0;
+  std::atomic<bool> m_any{false};
+};
+
+// Bytes free to an unprivileged writer on the filesystem holding `path`; nullopt if unknown.
+std::optional<std::uint64_t> free_bytes(const std::filesystem::path& path);
 
 } // namespace specctl::util

@@ -31,4 +31,10 @@ bool glob_match(std::string_view pattern, std::string_view text);
 // Makes a value safe and readable in a generated name: "a/b c" -> "a-b-c", "0.85" -> "0.85".
 std::string slug(std::string_view text);
 
+// Whether `name` may name a folder or file of a result folder: a word of letters,
+// digits, '.', '_' and '-' (a slug), not made only of dots ("." and ".." are
+// folders already), at most k_max_name_length long.
+inline constexpr std::size_t k_max_name_length = 128;
+bool path_safe_name(std::string_view name);
+
 } // namespace specctl::util
