@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test:   scripts/test.sh [BUILD_DIR] [CMAKE_ARGS...]
 # README's test command; .ci/run calls it, then again with -Werror and sanitizers.
+# A test that cannot run here is skipped, not passed: ctest lists it under "did not
+# run", and the reasons the tests gave follow, from ctest's BUILD_DIR/ctest-junit.xml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,4 +12,12 @@ shift || true
 scripts/setup.sh --tests
 cmake -S . -B "$build_dir" "$@" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
-ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)"
+rm -f "$build_dir/ctest-junit.xml"
+status=0
+ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --output-junit ctest-junit.xml || status=$?
+skipped=$(tests/skipped.sh "$build_dir/ctest-junit.xml" || true)
+if [[ -n "$skipped" ]]; then
+  echo "Skipped, and why:"
+  sed 's/^/  /; s/\t/: /' <<<"$skipped"
+fi
+exit "$status"

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Runs specctl as a user would and checks exit codes and exact output.
-# Usage: cli_test.sh PATH_TO_SPECCTL PATH_TO_SPECSIM   (from the source directory)
+# Usage: cli_test.sh PATH_TO_SPECCTL   (from the source directory)
 set -u
 specctl="$1"
-specsim="$2"
 source "$(dirname "$0")/checks.sh"
 
 expect version 0 "$specctl" --version
@@ -67,25 +66,7 @@ expect plan-bad 2 "$specctl" plan tests/data/bad/several_errors.yaml
 same plan-bad-err "$tmp/err" "$(cat tests/data/bad/several_errors.expected)"
 same plan-bad-no-stdout "$tmp/out" ""
 
-# --probe connects to the host (here: this machine, with specsim's fake nvidia-smi) and changes nothing.
-mkdir -p "$tmp/bin" "$tmp/gpus"
-ln -s "$specsim" "$tmp/bin/nvidia-smi"
-expect plan-probe 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
-contains plan-probe-clean "$tmp/out" "[baseline] local: nothing to clean up"
-# A foreign listener on the quickstart's port is reported, not touched.
-if command -v python3 >/dev/null; then
-  python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 31000)); s.listen(1); time.sleep(20)' &
-  holder=$!
-  # Wait (bounded) for the holder's listening socket: local 127.0.0.1:31000 (hex 7918) in
-  # state 0A. Any line with ":7918 " is not enough: the quickstart's closed client
-  # connections to that port linger in TIME_WAIT and would end the wait at once.
-  listening() { grep -q "0100007F:7918 00000000:0000 0A" /proc/net/tcp 2>/dev/null; }
-  for _ in $(seq 300); do listening && break; sleep 0.1; done
-  listening || echo "note: the port holder was not listening after 30 s"
-  expect plan-probe-port 0 env PATH="$tmp/bin:$PATH" SPECSIM_GPU_DIR="$tmp/gpus" HOME="$tmp" "$specctl" plan --probe examples/quickstart.yaml
-  contains plan-probe-port-holder "$tmp/out" "left alone: port 31000 is already in use by pid $holder"
-  kill "$holder" 2>/dev/null
-fi
+# plan --probe: probe_test.sh, on ports of its own.
 
 # specctl report / compare on the fixed result folder of tests/data/report (copied: report writes files).
 cp -r tests/data/report/sweep "$tmp/sweep"

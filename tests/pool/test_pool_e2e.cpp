@@ -162,11 +162,12 @@ private:
   int m_runs = 0;
 };
 
-// Starts the nodes; false when this machine has no sshd, after saying so. Only a
-// missing sshd skips: one that is installed and cannot start on its address fails.
+// Starts the nodes; false when this machine has no sshd, after saying so (ctest
+// reports the case skipped). Only a missing sshd skips: one that is installed and
+// cannot start on its address fails.
 bool start_nodes_or_skip(PoolSweep& sweep, const std::vector<std::string>& addresses) {
-  if (::access("/usr/sbin/sshd", X_OK) != 0) {
-    MESSAGE("skipped: the pool tests need /usr/sbin/sshd (scripts/setup.sh --tests)");
+  if (auto why = specctl::test::TestSshd::unavailable()) {
+    specctl::test::skip(*why);
     return false;
   }
   std::string why;

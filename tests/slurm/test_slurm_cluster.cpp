@@ -51,10 +51,11 @@ bool wait_until(const std::function<bool()>& done, Clock::duration timeout) {
   return true;
 }
 
-// Not having Slurm is a reason to skip, said out loud; the caller returns.
+// Not having Slurm is a reason to skip, said out loud (ctest reports the case
+// skipped); the caller returns.
 bool slurm_missing() {
   if (auto why = SlurmCluster::unavailable()) {
-    MESSAGE("skipping: " << *why);
+    specctl::test::skip(*why);
     return true;
   }
   return false;

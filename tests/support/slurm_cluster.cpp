@@ -98,7 +98,7 @@ bool process_alive(pid_t pid) {
 std::optional<std::string> SlurmCluster::unavailable() {
   std::vector<std::string> missing;
   for (const char* program : k_slurm_programs) {
-    if (locate(program).empty()) {
+    if (pretend_missing("slurm") || locate(program).empty()) {
       missing.emplace_back(program);
     }
   }
@@ -109,8 +109,7 @@ std::optional<std::string> SlurmCluster::unavailable() {
   for (const auto& name : missing) {
     list += (list.empty() ? "" : ", ") + name;
   }
-  return "Slurm is not installed (no " + list +
-         "); scripts/setup.sh --tests installs slurmctld slurmd slurm-client munge";
+  return "no Slurm (" + list + " not installed; scripts/setup.sh --tests installs slurmctld slurmd slurm-client munge)";
 }
 
 SlurmCluster::SlurmCluster(std::filesystem::path dir, SlurmClusterOptions options)

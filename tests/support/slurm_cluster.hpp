@@ -2,7 +2,7 @@
 
 // Test support: a real Slurm cluster of a few nodes on 127.0.0.1.
 //
-//   if (auto why = specctl::test::SlurmCluster::unavailable()) { MESSAGE(*why); return; }
+//   if (auto why = specctl::test::SlurmCluster::unavailable()) { specctl::test::skip(*why); return; }
 //   specctl::test::TempDir dir("specctl-slurm");
 //   specctl::test::SlurmCluster cluster(dir.path());   // throws with the daemons' logs
 //   auto submitted = cluster.run("sbatch --parsable --gres=gpu:2 --wrap 'echo $CUDA_VISIBLE_DEVICES'");
@@ -55,7 +55,8 @@ struct SlurmClusterOptions {
 
 class SlurmCluster {
 public:
-  // Why the cluster cannot run here (a program is not installed), or nothing.
+  // Why the cluster cannot run here (a program is not installed, or
+  // SPECCTL_TEST_WITHOUT names "slurm"), or nothing.
   static std::optional<std::string> unavailable();
 
   // Starts the cluster in `dir` (an existing, empty folder that outlives this

@@ -19,6 +19,8 @@
 // the directory, also when a test fails. No shell is involved in starting
 // anything; every wait has a deadline.
 
+#include "skip.hpp"
+
 #include <specctl/remote/ssh_host.hpp>
 
 #include <algorithm>
@@ -315,12 +317,20 @@ struct SshdOptions {
 
 class TestSshd {
 public:
+  // Why no test sshd can run here (it is not installed, or SPECCTL_TEST_WITHOUT
+  // names it), or nothing: the reason a suite that needs one skips.
+  static std::optional<std::string> unavailable() {
+    if (pretend_missing("sshd") || ::access("/usr/sbin/sshd", X_OK) != 0) {
+      return "no sshd (/usr/sbin/sshd is not installed; scripts/setup.sh --tests installs openssh-server)";
+    }
+    return std::nullopt;
+  }
+
   // Starts sshd, or says why it cannot (not installed, no privilege separation
   // directory and no right to create it, ...).
   static std::expected<std::unique_ptr<TestSshd>, std::string> start(SshdOptions options = {}) {
-    const std::filesystem::path sshd = "/usr/sbin/sshd";
-    if (::access(sshd.c_str(), X_OK) != 0) {
-      return std::unexpected("/usr/sbin/sshd is not installed (apt-get install openssh-server)");
+    if (auto why = unavailable()) {
+      return std::unexpected(*why);
     }
     // sshd refuses to start without its privilege separation directory.
     std::error_code ec;
