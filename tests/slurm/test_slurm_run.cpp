@@ -347,13 +347,37 @@ TEST_CASE("Ctrl-C of the coordinator cancels the running jobs and leaves no proc
   }
   sweep.write({"a", "b", "c"}, "10m", 1, 3, "", "30m");
   auto specctl = sweep.start_run({});
-  // Both nodes' jobs are loading (and the third waits in the queue).
-  bool both = st::wait_until([&] { return events(sweep.out(), "slurm_running").size() == 2; },
-                             std::chrono::duration_cast<std::chrono::milliseconds>(k_phase_timeout));
+  // Ctrl-C comes when both nodes' jobs are loading, their servers launched (each
+  // job's own journal says so), and the third job waits in the queue. Not as soon as
+  // Slurm says RUNNING: the payloads may still be starting then, and a payload killed
+  // while it starts its server leaves that server behind (it runs detached, out of
+  // reach of the cluster's proctrack/linuxproc). Nor before all three are submitted:
+  // each variant submits from its own thread, and on a loaded machine the third
+  // sbatch may come after the first two jobs run.
+  std::vector<nlohmann::json> submitted;
+  std::vector<std::string> waiting;
+  bool loading = st::wait_until(
+      [&] {
+        submitted = events(sweep.out(), "slurm_submitted");
+        waiting.clear();
+        for (const auto& e : submitted) {
+          if (events(std::filesystem::path(e.value("job_dir", "")) / "run", "launched").empty()) {
+            waiting.push_back(e.value("job_id", ""));
+          }
+        }
+        return submitted.size() == 3 && waiting.size() == 1;
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(k_phase_timeout));
   INFO(sweep.output());
-  REQUIRE(both);
-  auto submitted = events(sweep.out(), "slurm_submitted");
-  REQUIRE(submitted.size() == 3);
+  REQUIRE(loading);
+  // The waiting job stays queued until specctl cancels it: otherwise a node freed by
+  // the first cancellations may start it just as its own scancel comes (specctl
+  // cancels each job from its variant's thread, seconds apart under load), and its
+  // payload would be killed while it starts its server, as above.
+  REQUIRE(sweep.job_state(waiting.front()) == "PENDING");
+  auto held = sweep.cluster().run("scontrol hold " + waiting.front());
+  INFO(held.output);
+  REQUIRE(held.exit_code == 0);
   specctl->signal(SIGINT);
   auto code = specctl->wait_exit_code(k_signal_exit_timeout);
   REQUIRE(code.has_value());
