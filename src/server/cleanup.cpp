@@ -150,6 +150,8 @@ class LiveRuns {
 public:
   LiveRuns(std::string state_dir, RunOwner asking) : m_state_dir(std::move(state_dir)), m_asking(std::move(asking)) {}
   void add(const std::string& tag) { m_live.insert(tag); }
+  // Every server recorded on the host when the live ones were last listed.
+  std::vector<EarlierServer> records;
   std::expected<bool, Error> contains(remote::Host& host, const std::string& tag) {
     if (tag.empty() || m_live.contains(tag)) {
       return !tag.empty();
@@ -157,11 +159,11 @@ public:
     if (m_not_live.contains(tag)) {
       return false;
     }
-    auto records = earlier_servers(host, m_state_dir, m_asking, tag);
-    if (!records) {
-      return std::unexpected(records.error());
+    auto found = earlier_servers(host, m_state_dir, m_asking, tag);
+    if (!found) {
+      return std::unexpected(found.error());
     }
-    bool live = std::any_of(records->begin(), records->end(), [](const EarlierServer& s) { return s.live_owner; });
+    bool live = std::any_of(found->begin(), found->end(), [](const EarlierServer& s) { return s.live_owner; });
     (live ? m_live : m_not_live).insert(tag);
     return live;
   }
@@ -187,8 +189,9 @@ std::expected<LiveRuns, Error> respect_live_runs(remote::Host& host, const Serve
       return std::unexpected(earlier.error());
     }
     LiveRuns live(state_dir, options.owner);
+    live.records = std::move(*earlier);
     std::vector<const EarlierServer*> blocking;
-    for (const auto& s : *earlier) {
+    for (const auto& s : live.records) {
       if (!s.live_owner) {
         continue;
       }
@@ -243,12 +246,9 @@ std::expected<LiveRuns, Error> respect_live_runs(remote::Host& host, const Serve
 // Servers that runs now gone left behind (or this run's own) and that would
 // collide are stopped.
 std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& config, const std::string& state_dir,
-                                        const CleanupOptions& options, CleanupReport& report) {
-  auto earlier = earlier_servers(host, state_dir, options.owner);
-  if (!earlier) {
-    return std::unexpected(earlier.error());
-  }
-  for (const auto& s : *earlier) {
+                                        const std::vector<EarlierServer>& earlier, const CleanupOptions& options,
+                                        CleanupReport& report) {
+  for (const auto& s : earlier) {
     if (s.live_owner || !collides(s, config)) {
       continue;
     }
@@ -544,7 +544,7 @@ std::expected<CleanupReport, Error> cleanup_before_launch(remote::Host& host, co
   if (!live) {
     return std::unexpected(live.error());
   }
-  if (auto done = stop_earlier(host, config, *state_dir, options, report); !done) {
+  if (auto done = stop_earlier(host, config, *state_dir, live->records, options, report); !done) {
     return std::unexpected(done.error());
   }
   if (auto done = apply_policy(host, config, options, *live, reporter, report); !done) {

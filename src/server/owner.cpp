@@ -52,7 +52,8 @@ std::string start_ticks_of(int pid) {
 }
 
 std::optional<bool> alive_here(const RunOwner& owner) {
-  auto me = RunOwner::this_process();
+  // The machine does not change while specctl runs.
+  static const RunOwner me = RunOwner::this_process();
   if (owner.coordinator.empty() || owner.coordinator != me.coordinator || owner.boot_id != me.boot_id) {
     return std::nullopt;
   }
