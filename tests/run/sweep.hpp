@@ -67,20 +67,27 @@ inline std::vector<int> live_tagged(const std::string& tag) {
 }
 
 // Every server a sweep started has a folder named by its tag in the state dir.
+// The servers' folders in the state dir, named by tag (each records its server in
+// server.meta); bin/ holds the specctl copies that benchmark jobs run.
 inline std::vector<std::string> tags_in(const std::filesystem::path& state) {
   std::vector<std::string> tags;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(state, ec), end; !ec && it != end; it.increment(ec)) {
-    tags.push_back(it->path().filename().string());
+    if (std::filesystem::exists(it->path() / "server.meta")) {
+      tags.push_back(it->path().filename().string());
+    }
   }
   return tags;
 }
 
+// Servers, and the benchmark jobs beside them (tagged <tag>-bench), a sweep left running.
 inline std::string stray_servers(const std::filesystem::path& state) {
   std::string out;
   for (const auto& tag : tags_in(state)) {
-    for (int pid : live_tagged(tag)) {
-      out += fmt::format("{} (pid {}) ", tag, pid);
+    for (const auto& t : {tag, tag + "-bench"}) {
+      for (int pid : live_tagged(t)) {
+        out += fmt::format("{} (pid {}) ", t, pid);
+      }
     }
   }
   return out;

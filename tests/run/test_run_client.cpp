@@ -7,6 +7,7 @@
 #include "../sim/support.hpp"
 #include "../support/result_folder.hpp"
 #include "../support/ssh_testing.hpp"
+#include "sweep.hpp"
 
 #include <doctest/doctest.h>
 
@@ -36,66 +37,12 @@ constexpr double k_ttft_floor_ms = 50;
 using specctl::test::journal;
 using specctl::test::read_json;
 
-bool journal_has(const std::filesystem::path& out, const std::string& event, const std::string& variant = "",
-                 const std::string& phase = "") {
-  for (const auto& e : journal(out)) {
-    if (e.value("event", "") == event && (variant.empty() || e.value("variant", "") == variant) &&
-        (phase.empty() || e.value("phase", "") == phase)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// Live (not zombie) processes carrying SPECCTL_TAG=tag in their environment.
-std::vector<int> live_tagged(const std::string& tag) {
-  std::vector<int> pids;
-  std::string needle = "SPECCTL_TAG=" + tag;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    std::string environ = st::read_file(it->path() / "environ");
-    std::string stat = st::read_file(it->path() / "stat");
-    auto close = stat.rfind(')');
-    bool zombie = close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
-    std::istringstream vars(environ);
-    std::string var;
-    while (std::getline(vars, var, '\0')) {
-      if (var == needle && !zombie) {
-        pids.push_back(std::stoi(name));
-      }
-    }
-  }
-  return pids;
-}
-
-// The server folders in the state dir (named by tag); "bin" holds uploaded specctl copies.
-std::vector<std::string> tags_in(const std::filesystem::path& state) {
-  std::vector<std::string> tags;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(state, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename() != "bin") {
-      tags.push_back(it->path().filename().string());
-    }
-  }
-  return tags;
-}
+using run_test::journal_has;
+using run_test::live_tagged;
+using run_test::tags_in;
 
 // Servers and benchmark jobs a sweep left running.
-std::string strays(const std::filesystem::path& state) {
-  std::string out;
-  for (const auto& tag : tags_in(state)) {
-    for (const auto& t : {tag, tag + "-bench"}) {
-      for (int pid : live_tagged(t)) {
-        out += fmt::format("{} (pid {}) ", t, pid);
-      }
-    }
-  }
-  return out;
-}
+std::string strays(const std::filesystem::path& state) { return run_test::stray_servers(state); }
 
 // One sweep's world (as in test_run_e2e.cpp): an experiment file, its result
 // folder, the hosts' state folder and fake GPUs.
