@@ -344,18 +344,28 @@ TEST_CASE("a full disk at each point of a run: exit 1, one clear error, every re
       CHECK(log->find("terminate called") == std::string::npos);
       CHECK(log->find("Aborted") == std::string::npos);
     }
-    CHECK(run->code == 1);
-    CHECK(run->log.find("No space left on device") != std::string::npos);
-    // The same full disk again: a clean failure, never a crash (with no run.json, nothing to resume: 2).
-    if (std::filesystem::exists(run->copy / "run.json")) {
-      CHECK((run->resume_code == 1 || run->resume_code == 0));
+    // tmpfs counts whole pages and the logs' and timings' lengths vary by a few bytes from
+    // run to run, so the last sizes (a page or two short of the roomy run's) may turn out to
+    // be enough: then the run must be whole. Every size short of 90% fills the disk.
+    bool filled = run->log.find("No space left on device") != std::string::npos;
+    if (!filled && fraction >= 0.9) {
+      MESSAGE(fraction << ": the disk had room this time: exit " << run->code);
+      CHECK(run->code == 0);
+      CHECK(std::filesystem::exists(run->copy / "junit.xml"));
     } else {
-      CHECK(run->resume_code == 2);
-    }
-    failed_files.insert(failed_file(run->log));
-    MESSAGE(fraction << ": exit " << run->code << ", resume " << run->resume_code << ", failed " << failed_file(run->log));
-    if (run->log.find("the run stopped launching variants") != std::string::npos) {
-      CHECK(run->log.find("it needs about ") != std::string::npos);
+      CHECK(filled);
+      CHECK(run->code == 1);
+      // The same full disk again: a clean failure, never a crash (with no run.json, nothing to resume: 2).
+      if (std::filesystem::exists(run->copy / "run.json")) {
+        CHECK((run->resume_code == 1 || run->resume_code == 0));
+      } else {
+        CHECK(run->resume_code == 2);
+      }
+      failed_files.insert(failed_file(run->log));
+      MESSAGE(fraction << ": exit " << run->code << ", resume " << run->resume_code << ", failed " << failed_file(run->log));
+      if (run->log.find("the run stopped launching variants") != std::string::npos) {
+        CHECK(run->log.find("it needs about ") != std::string::npos);
+      }
     }
     // Every result.json there is whole: the old one or the new one, never torn.
     std::error_code ec;
