@@ -1,6 +1,7 @@
 #include <specctl/run/command_bench.hpp>
 
 #include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -362,8 +363,17 @@ std::expected<double, std::string> regex_number(const std::string& pattern, std:
   } catch (const std::regex_error& e) {
     return std::unexpected(fmt::format("is not a valid regular expression ({})", e.what()));
   }
+  // Line by line, each line's first util::k_regex_window bytes: std::regex would overflow
+  // the stack running a pattern over an unbounded line.
   std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_search(text.begin(), text.end(), m, re)) {
+  bool found = false;
+  while (!found && !text.empty()) {
+    auto end = text.find('\n');
+    auto line = util::regex_window(text.substr(0, end));
+    found = std::regex_search(line.begin(), line.end(), m, re);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  }
+  if (!found) {
     return std::unexpected(std::string("matches nothing in the output"));
   }
   if (m.size() < 2 || !m[1].matched) {

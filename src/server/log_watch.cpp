@@ -1,5 +1,7 @@
 #include <specctl/server/log_watch.hpp>
 
+#include <specctl/util/text.hpp>
+
 #include <charconv>
 
 namespace specctl::server {
@@ -64,7 +66,7 @@ LogMatcher::LogMatcher(const LogPatterns& patterns) {
 
 LineFacts LogMatcher::classify(std::string_view raw) const {
   LineFacts facts;
-  std::string line = strip_ansi(raw);
+  std::string line(util::regex_window(strip_ansi(raw)));
   for (const auto& re : m_ready) {
     facts.ready = facts.ready || std::regex_search(line, re);
   }
@@ -107,7 +109,7 @@ LineFacts LogMatcher::classify(std::string_view raw) const {
 
 PatternMatches LogMatcher::matches(std::string_view raw) const {
   PatternMatches out;
-  std::string line = strip_ansi(raw);
+  std::string line(util::regex_window(strip_ansi(raw)));
   for (std::size_t i = 0; i < m_ready.size(); ++i) {
     if (std::regex_search(line, m_ready[i])) {
       out.ready.push_back(i);

@@ -188,6 +188,22 @@ TEST_CASE("extract_metrics with regular expressions") {
   REQUIRE(problems.size() == 4);
 }
 
+TEST_CASE("extract_metrics over lines far longer than a regular expression can run over") {
+  // std::regex recursed once per character `.*` ran over and a 30,000-character line
+  // overflowed the stack (exit 139): each line is matched on its first 4 KiB.
+  const std::string huge(1 << 20, 'x');
+  const std::string out = "result " + huge + "\n" + std::string(1 << 20, ' ') + "\ntotal " + huge + " 7 tok/s\n" +
+                          "avg 41.5 tok/s " + huge + "\n";
+  std::vector<std::string> problems;
+  const auto metrics = run::extract_metrics(
+      {regex("tok_s", "avg ([0-9.]+) tok/s"), regex("spaces", "^\\s+([0-9]+)"), regex("far", "result .*([0-9]) tok/s")},
+      out, problems);
+  CHECK(metrics == std::map<std::string, double>{{"tok_s", 41.5}});
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0] == "metric \"spaces\": pattern \"^\\s+([0-9]+)\" matches nothing in the output");
+  CHECK(problems[1] == "metric \"far\": pattern \"result .*([0-9]) tok/s\" matches nothing in the output");
+}
+
 TEST_CASE("extract_metrics with an invalid regular expression") {
   std::vector<std::string> problems;
   std::map<std::string, double> metrics;

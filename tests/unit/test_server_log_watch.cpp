@@ -58,6 +58,25 @@ TEST_CASE("vllm log lines, coloured") {
   CHECK(m.classify("ERROR Engine core initialization failed. See root cause above.").fatal);
 }
 
+TEST_CASE("a line far longer than a regular expression can run over: its first 4 KiB are matched") {
+  // libstdc++'s std::regex recursed once per character a `.*` ran over: a 30,000-character
+  // "Decode batch" line overflowed the stack (exit 139) with every shipped template.
+  const std::string huge(1 << 20, 'x');
+  for (const char* name : {"sglang", "vllm", "llamacpp"}) {
+    CAPTURE(name);
+    LogMatcher m(load(name)->log);
+    for (const std::string prefix : {"Decode batch. ", "SpecDecoding metrics: ", "prompt eval time = ",
+                                     "Loading safetensors checkpoint shards:", "|  eval time = "}) {
+      CHECK_FALSE(m.classify(prefix + huge).fatal);
+      CHECK(m.matches(prefix + std::string(1 << 20, ' ')).metrics.empty());
+    }
+  }
+  LogMatcher sglang(load("sglang")->log);
+  CHECK(sglang.classify("The server is fired up and ready to roll! " + huge).ready);
+  // A marker past the window is not seen.
+  CHECK_FALSE(sglang.classify(std::string(5000, ' ') + "The server is fired up and ready to roll!").ready);
+}
+
 TEST_CASE("log lines from appended bytes") {
   LogLines lines;
   CHECK(lines.feed("first li").empty());

@@ -37,4 +37,12 @@ std::string slug(std::string_view text);
 inline constexpr std::size_t k_max_name_length = 128;
 bool path_safe_name(std::string_view name);
 
+// What of one line a regular expression is matched against: its first
+// k_regex_window bytes. libstdc++'s std::regex matches recursively, a stack frame
+// or more per character a `.*` or `\s+` runs over, so an unbounded line (a 30,000
+// character one did) overflows the stack; no log marker or benchmark figure is
+// 4 KiB into its line.
+inline constexpr std::size_t k_regex_window = 4096;
+inline std::string_view regex_window(std::string_view line) { return line.substr(0, k_regex_window); }
+
 } // namespace specctl::util
