@@ -291,11 +291,25 @@ std::string read_text(const std::string& path) {
   return out.str();
 }
 
+bool is_template_path(const std::string& name_or_path) {
+  return name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
+}
+
+// A path is relative to the file that names it (the experiment file, or the template
+// that extends it), as `templates/` is found next to the experiment file; named on the
+// command line (no file), to the working directory.
+fs::path template_path(const std::string& path, const std::string& named_in) {
+  fs::path p = path;
+  return (p.is_relative() && !named_in.empty() ? fs::path(named_in).parent_path() / p : p).lexically_normal();
+}
+
 std::optional<std::string> find_template_file(const std::string& name_or_path,
-                                              const std::vector<std::string>& search_path) {
-  bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
-  if (is_path) {
-    return fs::is_regular_file(name_or_path) ? std::optional(name_or_path) : std::nullopt;
+                                              const std::vector<std::string>& search_path,
+                                              const std::string& named_in) {
+  if (is_template_path(name_or_path)) {
+    auto path = template_path(name_or_path, named_in);
+    std::error_code ec;
+    return fs::is_regular_file(path, ec) ? std::optional(path.string()) : std::nullopt;
   }
   for (const auto& dir : search_path) {
     fs::path candidate = fs::path(dir) / (name_or_path + ".yaml");
@@ -324,7 +338,12 @@ std::string display_path(const std::string& path) {
 std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
                                                const std::vector<std::string>& search_path, util::Diagnostics& diag,
                                                const util::Location& asked_at, int depth) {
-  auto file = find_template_file(name_or_path, search_path);
+  auto file = find_template_file(name_or_path, search_path, asked_at.file);
+  if (!file && is_template_path(name_or_path)) {
+    diag.error(asked_at, fmt::format("template file \"{}\" not found: no file {}", name_or_path,
+                                     template_path(name_or_path, asked_at.file).string()));
+    return nullptr;
+  }
   if (!file) {
     auto names = available_templates(search_path);
     diag.error(asked_at, fmt::format("unknown template \"{}\"{}; available: {}", name_or_path,

@@ -132,3 +132,40 @@ TEST_CASE("benchmark defaults") {
   CHECK(par->timeout > std::chrono::minutes(1));
   CHECK(metrics_of(*par).front() == "output_tok_s");
 }
+
+TEST_CASE("a template named by path is found next to the file that names it, not in the working directory") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("specctl-test-template-path-" + std::to_string(getpid()));
+  fs::create_directories(dir / "engines");
+  auto write = [](const fs::path& path, const std::string& text) { std::ofstream(path) << text; };
+  write(dir / "sweep.yaml", "name: t\nserver:\n  template: ./engines/mine.yaml\n  model: /m.gguf\n"
+                            "variants: [{name: a}]\nbenchmarks: [{name: s, kind: single_stream}]\n");
+  // mine.yaml extends base.yaml beside it, which extends the installed llamacpp.
+  write(dir / "engines" / "mine.yaml",
+        "name: mine\nextends: ./base.yaml\ncommand: [/opt/mine/llama-server, -m, \"{model}\", --port, \"{port}\"]\n");
+  write(dir / "engines" / "base.yaml", "name: base\nextends: llamacpp\ndefault_port: 9999\n");
+  write(dir / "missing.yaml", "name: t\nserver:\n  template: ./nope.yaml\n  model: /m.gguf\n"
+                              "variants: [{name: a}]\nbenchmarks: [{name: s, kind: single_stream}]\n");
+  REQUIRE_FALSE(fs::exists("engines/mine.yaml"));
+  {
+    Diagnostics diag;
+    auto e = load_experiment((dir / "sweep.yaml").string(), diag);
+    for (const auto& d : diag.items()) {
+      MESSAGE(d.str());
+    }
+    REQUIRE_FALSE(diag.has_errors());
+    REQUIRE(e.variants.size() == 1);
+    const auto& tmpl = e.variants[0].server.tmpl;
+    REQUIRE(tmpl);
+    CHECK(tmpl->name == "mine");
+    CHECK(e.variants[0].server.port == 9999);
+  }
+  {
+    Diagnostics diag;
+    (void)load_experiment((dir / "missing.yaml").string(), diag);
+    REQUIRE(diag.has_errors());
+    CHECK(diag.items()[0].str() == (dir / "missing.yaml").string() + ":3:13: template file "
+                                   "\"./nope.yaml\" not found: no file " + (dir / "nope.yaml").string());
+  }
+  fs::remove_all(dir);
+}
