@@ -15,6 +15,10 @@
 #   3. faults: a missing model fails at once naming "failed to open GGUF file"; kill -9 of the
 #      server mid-benchmark is named ("the server died during ...", exit code 137) within 2 s;
 #      Ctrl-C during the load exits 130 and leaves no llama-server.
+#   4. reliability: two runs at once on one machine stop neither's server; kill -9 of specctl
+#      mid-benchmark, then --resume stops the server it left and completes, keeping what was
+#      measured; on an SSH host (a real sshd on 127.0.0.1:18310) a 20 s stall of the SSH sessions
+#      during a level leaves the figure of the client on the host as a calm run's (within 15%).
 # Ports 18300-18310 on 127.0.0.1. Prints "N passed, N failed" and exits 1 on any failure.
 set -uo pipefail
 server_bin=$(realpath "${1:?usage: llamacpp.sh LLAMA_SERVER_BINARY [MODELS_DIR] [SPECCTL]}")
@@ -128,6 +132,150 @@ sleep 0.5
 echo "Ctrl-C during load: exit $rc"
 [[ $rc -eq 130 ]] && ! pgrep -f "port 18301" >/dev/null
 check "Ctrl-C during the load exits 130 and leaves no server" $?
+
+echo "== 4. reliability: two runs at once, kill -9 then --resume, the client beside the server through an SSH stall"
+journal_has() { # DIR EVENT-OR-PHASE-JSON-FRAGMENT
+  grep -q "$2" "$1/journal.jsonl" 2>/dev/null
+}
+wait_for() { # SECONDS COMMAND...: polls every 0.1 s
+  local until=$(($(date +%s) + $1)); shift
+  while ! "$@"; do [[ $(date +%s) -lt $until ]] || return 1; sleep 0.1; done
+}
+for p in 18302 18303 18304; do
+  sed -e "s|@MODELS@|$models|g" -e "s|port: 18301|port: $p|" "$repo/bench/real/llamacpp-sweep.yaml" >"$work/at-$p.yaml"
+done
+# Two servers of 2 spinning threads each on 2 cores slow each other 300-fold: one thread each.
+for p in 18302 18303; do sed -i "s|threads: 2|threads: 1|" "$work/at-$p.yaml"; done
+# 4a. A second run on the same machine (another port) starts while the first one's server loads.
+"$specctl" run "$work/at-18302.yaml" --only baseline --out "$work/two-a" --quiet >"$work/two-a.txt" 2>&1 &
+run_a=$!
+wait_for 60 journal_has "$work/two-a" '"event":"launched"'
+"$specctl" run "$work/at-18303.yaml" --only baseline --out "$work/two-b" --quiet >"$work/two-b.txt" 2>&1
+rc_b=$?
+wait "$run_a"
+rc_a=$?
+echo "two runs at once: exit $rc_a and $rc_b"
+python3 - "$work/two-a" "$work/two-b" <<'PY'
+import json, sys
+bad = 0
+for d in sys.argv[1:]:
+    r = json.load(open(d + "/variants/baseline/result.json"))
+    actions = r.get("cleanup", {}).get("actions", [])
+    print(f"{d}: {r['status']}; cleanup: {actions}")
+    bad += r["status"] != "ok" or any("stopped" in a or "kill" in a for a in actions)
+sys.exit(1 if bad else 0)
+PY
+[[ $? -eq 0 && $rc_a -eq 0 && $rc_b -eq 0 ]]
+check "two runs at once: both complete, neither stops the other's server" $?
+
+# 4b. kill -9 of specctl during a benchmark: the server it leaves is stopped by --resume, whose
+# run completes with what was measured before the kill kept.
+"$specctl" run "$work/at-18304.yaml" --only draft8 --out "$work/resumed" --quiet >"$work/resumed.txt" 2>&1 &
+run_pid=$!
+wait_for 120 journal_has "$work/resumed" '"phase":"bench parallel"'
+sleep 1
+kill -KILL "$run_pid"
+wait "$run_pid" 2>/dev/null
+sleep 0.5
+pgrep -f "llama-server.*--port 18304" >/dev/null
+left=$?
+"$specctl" run "$work/at-18304.yaml" --only draft8 --resume "$work/resumed" --quiet >"$work/resumed2.txt" 2>&1
+rc=$?
+sleep 0.5
+echo "kill -9 mid-benchmark: the server was left running ($([[ $left -eq 0 ]] && echo yes || echo no)); --resume exit $rc"
+python3 - "$work/resumed" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/variants/draft8/result.json"))
+print(f"resumed: {r['status']}; benchmarks {sorted(r.get('benchmarks', {}))}; flags {r.get('flags', [])}")
+ok = r["status"] == "ok" and {"single-stream", "parallel"} <= set(r.get("benchmarks", {}))
+# The resumed run stops the server the killed one left before anything else.
+left = [json.loads(l) for l in open(sys.argv[1] + "/journal.jsonl")]
+first = next(e["tag"] for e in left if e.get("event") == "launched")
+ok = ok and any(e.get("event") == "torn_down" and e.get("by") == "resume" and e["tag"] == first for e in left)
+ok = ok and any("measured before the run was resumed" in f for f in r.get("flags", []))
+sys.exit(0 if ok else 1)
+PY
+[[ $? -eq 0 && $rc -eq 0 && $left -eq 0 ]] && ! pgrep -f "llama-server.*--port 18304" >/dev/null
+check "kill -9 then --resume: the left server stopped, single-stream kept, the run completes" $?
+
+# 4c. The server on an SSH host (a real sshd on 127.0.0.1:18310); its sessions are stopped
+# (SIGSTOP) for 20 s during draft4's concurrency-1 level. With the client on the host
+# (`client: host`, the default) the level's figure must not see the stall.
+ssh_dir="$work/sshd"
+mkdir -p "$ssh_dir"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/user_key"
+cp "$ssh_dir/user_key.pub" "$ssh_dir/authorized_keys"
+echo "[127.0.0.1]:18310 $(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" >"$ssh_dir/known_hosts"
+cat >"$ssh_dir/sshd_config" <<EOF
+ListenAddress 127.0.0.1
+Port 18310
+HostKey $ssh_dir/host_key
+AuthorizedKeysFile $ssh_dir/authorized_keys
+PidFile $ssh_dir/sshd.pid
+StrictModes no
+UsePAM no
+PermitRootLogin yes
+PasswordAuthentication no
+AllowTcpForwarding yes
+EOF
+/usr/sbin/sshd -D -e -f "$ssh_dir/sshd_config" 2>"$ssh_dir/sshd.log" &
+sshd_pid=$!
+pids+=("$sshd_pid")
+# Over SSH llama-server is not on PATH: a template of our own names the binary.
+cat >"$work/llamacpp-peer.yaml" <<EOF
+name: llamacpp-peer
+extends: llamacpp
+command: [$server_bin, -m, "{model}", --host, "{listen}", --port, "{port}"]
+version_command: [$server_bin, --version]
+EOF
+{
+  echo "hosts:"
+  echo "  node: {ssh: \"$(id -un)@127.0.0.1:18310\", identity: \"$ssh_dir/user_key\", known_hosts: \"$ssh_dir/known_hosts\", state_dir: \"$work/node-state\"}"
+  sed -e "s|@MODELS@|$models|g" -e "s|port: 18301|port: 18305|" -e "s|template: llamacpp|template: ./llamacpp-peer.yaml\n  host: node|" \
+    "$repo/bench/real/llamacpp-sweep.yaml"
+} >"$work/ssh.yaml"
+sessions() { # the sshd processes serving connections: every sshd below the listener
+  local todo=("$sshd_pid") out=() p c
+  while [[ ${#todo[@]} -gt 0 ]]; do
+    p=${todo[0]}; todo=("${todo[@]:1}")
+    for c in $(pgrep -P "$p"); do todo+=("$c"); [[ $(cat /proc/$c/comm 2>/dev/null) == sshd ]] && out+=("$c"); done
+  done
+  echo "${out[@]}"
+}
+level_started() { grep -qs '"concurrency 1' "$work"/node-state/*/bench-*parallel*/progress.jsonl; }
+"$specctl" run "$work/ssh.yaml" --only draft4 --out "$work/ssh" --quiet >"$work/ssh.txt" 2>&1 &
+run_pid=$!
+stalled=0
+if wait_for 180 level_started; then
+  stopped=$(sessions)
+  kill -STOP $stopped
+  echo "stopped sshd processes $stopped for 20 s"
+  sleep 20
+  kill -CONT $stopped
+  stalled=1
+fi
+wait "$run_pid"
+rc=$?
+echo "ssh sweep: exit $rc"
+python3 - "$work/ssh" "$work/sweep" <<'PY'
+import json, sys
+ssh = json.load(open(sys.argv[1] + "/variants/draft4/result.json"))
+calm = json.load(open(sys.argv[2] + "/variants/draft4/result.json"))
+def c1(r):
+    return next(l for l in r["benchmarks"]["parallel"]["levels"] if l["concurrency"] == 1)
+a, b = c1(ssh), c1(calm)
+tok, ref = a["metrics"]["output_tok_s"], b["metrics"]["output_tok_s"]
+p99, ref99 = a["metrics"]["ttft_p99_ms"], b["metrics"]["ttft_p99_ms"]
+print(f"c1 through the stall: {tok:.1f} tok/s, TTFT p99 {p99:.1f} ms; local sweep: {ref:.1f} tok/s, p99 {ref99:.1f} ms; "
+      f"client: {ssh['benchmarks']['parallel'].get('client')}")
+ok = ssh["status"] == "ok" and abs(tok - ref) <= 0.15 * ref and p99 < max(2 * ref99, ref99 + 500)
+sys.exit(0 if ok else 1)
+PY
+[[ $? -eq 0 && $rc -eq 0 && $stalled -eq 1 ]] && ! pgrep -f "llama-server.*--port 18305" >/dev/null
+check "a 20 s SSH stall during a level leaves the host-side client's figure as measured calmly" $?
+python3 "$repo/bench/real/llamacpp_check.py" "$work/ssh"
+check "the SSH sweep's figures agree with llama's own" $?
 
 echo "results in $work"
 echo "$passed passed, $failed failed"

@@ -19,7 +19,11 @@ def llama_mean_len(log, window):
             passes += round(a / (mean - 1))
     return 1 + accepted / passes if passes else None
 
-for result_file in sorted(glob.glob(os.path.join(sys.argv[1], "variants", "*", "result.json"))):
+results = sorted(glob.glob(os.path.join(sys.argv[1], "variants", "*", "result.json")))
+if not results:
+    print(f"FAILED: no variants/*/result.json in {sys.argv[1]}")
+    sys.exit(1)
+for result_file in results:
     folder = os.path.dirname(result_file)
     variant = os.path.basename(folder)
     r = json.load(open(result_file))
