@@ -6,6 +6,7 @@
 #include "fuzz_support.hpp"
 
 #include <specctl/bench/chunk.hpp>
+#include <specctl/util/text.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,43 +17,7 @@ using namespace specctl;
 namespace {
 
 // Strict UTF-8 as nlohmann checks it: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool valid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t extra = 0;
-    unsigned char low = 0x80;
-    unsigned char high = 0xBF;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      low = c == 0xE0 ? 0xA0 : 0x80;
-      high = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      low = c == 0xF0 ? 0x90 : 0x80;
-      high = c == 0xF4 ? 0x8F : 0xBF;
-    } else {
-      return false;
-    }
-    if (i + extra >= text.size()) {
-      return false;
-    }
-    for (std::size_t k = 1; k <= extra; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xBF)) {
-        return false;
-      }
-    }
-    i += extra + 1;
-  }
-  return true;
-}
+bool valid_utf8(std::string_view text) { return !util::invalid_utf8_at(text); }
 
 // The deepest nesting of objects and arrays, outside strings.
 int max_depth(std::string_view text) {

@@ -118,4 +118,42 @@ bool path_safe_name(std::string_view name) {
          name.find_first_not_of('.') != std::string_view::npos;
 }
 
+std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t extra = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      low = c == 0xE0 ? 0xA0 : 0x80;
+      high = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      low = c == 0xF0 ? 0x90 : 0x80;
+      high = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+      return i;
+    }
+    for (std::size_t k = 1; k <= extra; ++k) {
+      if (i + k >= text.size()) {
+        return i;
+      }
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xBF)) {
+        return i;
+      }
+    }
+    i += extra + 1;
+  }
+  return std::nullopt;
+}
+
 } // namespace specctl::util

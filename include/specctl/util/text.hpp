@@ -37,6 +37,10 @@ std::string slug(std::string_view text);
 inline constexpr std::size_t k_max_name_length = 128;
 bool path_safe_name(std::string_view name);
 
+// Where the text stops being UTF-8 (RFC 3629: no overlong forms, no surrogates,
+// nothing past U+10FFFF), or nullopt when it all is.
+std::optional<std::size_t> invalid_utf8_at(std::string_view text);
+
 // What of one line a regular expression is matched against: its first
 // k_regex_window bytes. libstdc++'s std::regex matches recursively, a stack frame
 // or more per character a `.*` or `\s+` runs over, so an unbounded line (a 30,000
