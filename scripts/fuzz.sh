@@ -106,6 +106,7 @@ for name in "${targets[@]}"; do
     seed_results "$corpus"
   fi
 
+  seeds=$(find "$corpus" -type f | wc -l)
   rc=0
   TMPDIR="$scratch" "$harness" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || rc=$?
@@ -121,7 +122,7 @@ for name in "${targets[@]}"; do
       [[ -e "$input" ]] && echo "fuzz: $name: the input that did it: $input"
     done
   else
-    echo "fuzz: $name: ${runs:-?} runs in ${seconds}s (${speed:-?} exec/s), corpus $(find "fuzz/corpus/$name" -type f | wc -l) -> $(find "$corpus" -type f | wc -l) inputs, no crash"
+    echo "fuzz: $name: ${runs:-?} runs in ${seconds}s (${speed:-?} exec/s), corpus $seeds -> $(find "$corpus" -type f | wc -l) inputs, no crash"
   fi
 done
 
