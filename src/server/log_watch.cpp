@@ -44,6 +44,13 @@ std::string strip_ansi(std::string_view line) {
   return out;
 }
 
+namespace {
+
+// What the patterns see of a line: colour codes removed, its first util::k_regex_window bytes.
+std::string matchable(std::string_view raw) { return std::string(util::regex_window(strip_ansi(raw))); }
+
+} // namespace
+
 LogMatcher::LogMatcher(const LogPatterns& patterns) {
   // Patterns were compiled once already when the template was loaded, so they are valid here.
   for (const auto& p : patterns.ready) {
@@ -66,7 +73,7 @@ LogMatcher::LogMatcher(const LogPatterns& patterns) {
 
 LineFacts LogMatcher::classify(std::string_view raw) const {
   LineFacts facts;
-  std::string line(util::regex_window(strip_ansi(raw)));
+  std::string line = matchable(raw);
   for (const auto& re : m_ready) {
     facts.ready = facts.ready || std::regex_search(line, re);
   }
@@ -109,7 +116,7 @@ LineFacts LogMatcher::classify(std::string_view raw) const {
 
 PatternMatches LogMatcher::matches(std::string_view raw) const {
   PatternMatches out;
-  std::string line(util::regex_window(strip_ansi(raw)));
+  std::string line = matchable(raw);
   for (std::size_t i = 0; i < m_ready.size(); ++i) {
     if (std::regex_search(line, m_ready[i])) {
       out.ready.push_back(i);
