@@ -64,9 +64,11 @@ Engine::Engine(const Target& target, const RunOptions& options, int max_streams,
   if (!target.api_key.empty()) {
     m_headers.append("Authorization: Bearer " + target.api_key);
   }
-  m_bodies.reserve(options.prompts.size());
-  for (const auto& prompt : options.prompts) {
-    m_bodies.push_back(build_body(options.request, target.model, prompt));
+  if (!options.unique_prompts) {
+    m_bodies.reserve(options.prompts.size());
+    for (const auto& prompt : options.prompts) {
+      m_bodies.push_back(build_body(options.request, target.model, prompt));
+    }
   }
   CURLM* multi = m_multi.get();
   curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &Engine::on_socket);
@@ -123,7 +125,8 @@ bool Engine::stop_requested() const {
   return m_options.stop != nullptr && m_options.stop->load(std::memory_order_relaxed);
 }
 
-void Engine::start(int index, Clock::time_point level_start, Clock::time_point intended, Stream::Origin origin) {
+void Engine::start(const std::string& phase, int index, Clock::time_point level_start, Clock::time_point intended,
+                   Stream::Origin origin) {
   Stream* stream = nullptr;
   if (m_idle.empty()) {
     m_streams.push_back(std::make_unique<Stream>(m_url, m_headers, m_options.request));
@@ -132,8 +135,13 @@ void Engine::start(int index, Clock::time_point level_start, Clock::time_point i
     stream = m_idle.back();
     m_idle.pop_back();
   }
-  const int prompt = index % static_cast<int>(m_bodies.size());
-  stream->begin(m_bodies[static_cast<std::size_t>(prompt)], index, prompt, level_start, intended, origin);
+  const int prompt = index % static_cast<int>(m_options.prompts.size());
+  const auto at = static_cast<std::size_t>(prompt);
+  std::string body = m_options.unique_prompts
+                         ? build_body(m_options.request, m_target.model,
+                                      unique_prefix(m_options.prompt_tag, phase, index) + m_options.prompts[at])
+                         : m_bodies[at];
+  stream->begin(std::move(body), index, prompt, level_start, intended, origin);
   if (CURLMcode rc = curl_multi_add_handle(m_multi.get(), stream->handle()); rc != CURLM_OK) {
     throw Error(fmt::format("curl_multi_add_handle failed: {}", curl_multi_strerror(rc)));
   }
@@ -331,7 +339,7 @@ LevelResult Engine::run_level(const LevelPlan& plan) {
           break;
         }
       }
-      start(next, level_start, intended, open_loop ? Stream::Origin::scheduled : Stream::Origin::send);
+      start(plan.phase, next, level_start, intended, open_loop ? Stream::Origin::scheduled : Stream::Origin::send);
       ++next;
       ++started;
       level.concurrency = std::max(level.concurrency, static_cast<int>(m_busy.size()));

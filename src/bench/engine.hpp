@@ -60,7 +60,8 @@ public:
 private:
   static int on_socket(CURL* easy, curl_socket_t socket, int what, void* user, void* socket_data);
   static int on_timer(CURLM* multi, long timeout_ms, void* user);
-  void start(int index, Clock::time_point level_start, Clock::time_point intended, Stream::Origin origin);
+  void start(const std::string& phase, int index, Clock::time_point level_start, Clock::time_point intended,
+             Stream::Origin origin);
   // Waits for socket activity or `until`, then lets curl act on it.
   void poll_once(Clock::time_point until);
   // Moves finished transfers into `records`; returns how many.
@@ -74,6 +75,7 @@ private:
   const RunOptions& m_options;
   std::string m_url;
   http::HeaderList m_headers;
+  // One body per prompt, reused, when the prompts are not made unique.
   std::vector<std::string> m_bodies;
   EpollFd m_epoll;
   http::Multi m_multi;

@@ -25,13 +25,6 @@ nlohmann::json failures_json(const LevelResult& level) {
   return out;
 }
 
-std::string token_source(const LevelResult& level) {
-  if (level.tokens_from_chunks == 0) {
-    return "usage";
-  }
-  return level.tokens_from_chunks == level.completed ? "chunks" : "mixed";
-}
-
 // Milliseconds with the precision a reader can use.
 std::string ms(double value) {
   if (!std::isfinite(value)) {
@@ -132,6 +125,7 @@ nlohmann::json to_json(const LevelResult& level) {
   put("draft_accepted", level.draft_accepted);
   put("predicted_tokens", level.server_predicted_n);
   put("cached_prompt_tokens", level.cached_prompt_tokens);
+  put("prompt_tokens", level.prompt_tokens);
   if (level.server_tok_s > 0) {
     server["decode_tok_s_mean"] = level.server_tok_s;
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 
 namespace specctl::bench {
 
@@ -13,6 +14,12 @@ namespace {
 constexpr double k_busy_client_share = 0.7;
 // Shorter levels are mostly set-up: their CPU share says nothing about the client's limits.
 constexpr std::chrono::seconds k_min_busy_check{1};
+// A prefix cache may serve a shared system prompt or template; more than this share of
+// the prompt tokens is the benchmark's own prompts being served again.
+constexpr double k_max_cached_share = 0.10;
+// Repeats of a prompt that all accept at least this share of the drafted tokens, the
+// same count each time, are the draft model reciting text it has seen.
+constexpr double k_recited_accept_share = 0.9;
 
 // Calls visit(record, i, gap_ms) for every gap before chunk i of every completed request.
 template <typename Visit> void for_each_gap(const std::vector<RequestRecord>& records, Visit&& visit) {
@@ -69,6 +76,7 @@ void aggregate(LevelResult& level) {
   level.draft_accepted = -1;
   level.server_predicted_n = -1;
   level.cached_prompt_tokens = -1;
+  level.prompt_tokens = -1;
   level.server_tok_s = 0;
   const auto add = [](std::int64_t& sum, int value) {
     if (value >= 0) {
@@ -97,6 +105,7 @@ void aggregate(LevelResult& level) {
     add(level.draft_accepted, r.draft_accepted);
     add(level.server_predicted_n, r.server_predicted_n);
     add(level.cached_prompt_tokens, r.cached_tokens);
+    add(level.prompt_tokens, r.prompt_tokens);
     if (r.server_tok_s >= 0) {
       server_speed.push_back(r.server_tok_s);
     }
@@ -163,6 +172,59 @@ void aggregate(LevelResult& level) {
                                          "what was measured",
                                          100.0 * level.client_cpu_s / level.duration_s));
   }
+}
+
+std::string token_source(const LevelResult& level) {
+  if (level.tokens_from_chunks == 0) {
+    return "usage";
+  }
+  return level.tokens_from_chunks == level.completed ? "chunks" : "mixed";
+}
+
+std::optional<std::string> prefix_cache_flag(std::string_view benchmark, std::int64_t prompt_tokens,
+                                             std::int64_t cached_tokens) {
+  if (prompt_tokens <= 0 || cached_tokens < 0 ||
+      !(static_cast<double>(cached_tokens) > k_max_cached_share * static_cast<double>(prompt_tokens))) {
+    return std::nullopt;
+  }
+  return fmt::format("benchmark \"{}\": {:.0f}% of prompt tokens ({} of {}) came from the server's prefix cache: TTFT "
+                     "and throughput are flattered; give every request a distinct prompt (unique_prompts: true)",
+                     benchmark, 100.0 * static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens),
+                     cached_tokens, prompt_tokens);
+}
+
+std::optional<std::string> repeated_acceptance_flag(std::string_view benchmark,
+                                                    const std::vector<RequestRecord>& records) {
+  // By base prompt: the (drafted, accepted) pairs of its completed requests.
+  std::map<int, std::vector<std::pair<int, int>>> by_prompt;
+  for (const auto& r : records) {
+    if (r.ok() && r.draft_tokens >= 0 && r.draft_accepted >= 0) {
+      by_prompt[r.prompt].emplace_back(r.draft_tokens, r.draft_accepted);
+    }
+  }
+  std::int64_t drafted = 0;
+  std::int64_t accepted = 0;
+  bool any_repeated = false;
+  for (const auto& [prompt, pairs] : by_prompt) {
+    if (pairs.size() < 2) {
+      continue;
+    }
+    any_repeated = true;
+    const auto [first_drafted, first_accepted] = pairs.front();
+    const bool same = std::all_of(pairs.begin(), pairs.end(), [&](const auto& p) { return p == pairs.front(); });
+    if (!same || first_drafted <= 0 ||
+        static_cast<double>(first_accepted) < k_recited_accept_share * static_cast<double>(first_drafted)) {
+      return std::nullopt;
+    }
+    drafted += static_cast<std::int64_t>(first_drafted) * static_cast<std::int64_t>(pairs.size());
+    accepted += static_cast<std::int64_t>(first_accepted) * static_cast<std::int64_t>(pairs.size());
+  }
+  if (!any_repeated) {
+    return std::nullopt;
+  }
+  return fmt::format("benchmark \"{}\": every repeat of a prompt accepted the same drafted tokens ({} of {}): the "
+                     "accept length reflects repeated prompts, not the workload",
+                     benchmark, accepted, drafted);
 }
 
 } // namespace specctl::bench

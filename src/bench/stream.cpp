@@ -59,11 +59,12 @@ Stream::Stream(const std::string& url, const http::HeaderList& headers, const Re
   curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
 }
 
-void Stream::begin(const std::string& body, int index, int prompt, Clock::time_point level_start,
-                   Clock::time_point intended, Origin origin) {
+void Stream::begin(std::string body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
+                   Origin origin) {
   CURL* h = m_easy.get();
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  m_body = std::move(body);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, m_body.data());
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(m_body.size()));
   m_curl_detail[0] = '\0';
   m_sse.reset();
   m_record = RequestRecord{};

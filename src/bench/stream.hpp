@@ -37,8 +37,8 @@ public:
   };
 
   // Arms the handle for the next request; `intended` is when it should start
-  // (the schedule, or now). `body` must outlive the transfer.
-  void begin(const std::string& body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
+  // (the schedule, or now). The stream keeps `body` until the next begin, through resends.
+  void begin(std::string body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
              Origin origin);
 
   // True when the transfer ended before any byte of an answer came on a
@@ -73,6 +73,8 @@ private:
 
   http::Easy m_easy;
   const RequestOptions& m_options;
+  // curl reads the request body from here (CURLOPT_POSTFIELDS does not copy).
+  std::string m_body;
   SseParser m_sse;
   ChunkFields m_fields;
   RequestRecord m_record;

@@ -252,6 +252,7 @@ json to_wire(const LevelResult& level) {
           {"draft_accepted", level.draft_accepted},
           {"server_predicted_n", level.server_predicted_n},
           {"cached_prompt_tokens", level.cached_prompt_tokens},
+          {"prompt_tokens", level.prompt_tokens},
           {"server_tok_s", real(level.server_tok_s)},
           {"interrupted", level.interrupted},
           {"timed_out", level.timed_out},
@@ -305,6 +306,7 @@ LevelResult level_from_wire(const json& j) {
   level.draft_accepted = int_at<std::int64_t>(j, "draft_accepted");
   level.server_predicted_n = int_at<std::int64_t>(j, "server_predicted_n");
   level.cached_prompt_tokens = int_at<std::int64_t>(j, "cached_prompt_tokens");
+  level.prompt_tokens = int_at<std::int64_t>(j, "prompt_tokens");
   level.server_tok_s = real_at(j, "server_tok_s");
   level.interrupted = bool_at(j, "interrupted");
   level.timed_out = bool_at(j, "timed_out");

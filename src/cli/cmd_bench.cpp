@@ -7,6 +7,7 @@
 #include <specctl/util/error.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -39,6 +40,7 @@ struct BenchOptions {
   bool continuous_usage = false;
   bool no_usage = false;
   std::string prompts = "seeds";
+  bool same_prompts = false;
   int warmup = 1;
   std::string timeout = "10m";
   std::string idle_timeout = "60s";
@@ -155,6 +157,11 @@ int run_bench(const BenchOptions& o) {
     throw prompts.error();
   }
   common.prompts = std::move(*prompts);
+  common.unique_prompts = !o.same_prompts;
+  // The server outlives this invocation: the time keeps its prefixes apart from an earlier run's, still cached.
+  common.prompt_tag = fmt::format(
+      "bench {}",
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   const auto duration = duration_or_throw(o.duration, "--duration");
 
   // Resolve once, up front: a wrong URL or a dead server is one clear error before anything runs.
@@ -253,6 +260,9 @@ Action setup_bench(CLI::App& command) {
                    "Send no stream_options (for servers that refuse it); tokens are then counted from chunks");
   command.add_option("--prompts", o->prompts, "seeds (= builtin), long, synthetic:N (N input tokens), or a file")
       ->default_str("seeds");
+  command.add_flag("--same-prompts", o->same_prompts,
+                   "Send each prompt as it is (by default every request's prompt starts with a prefix of its own, "
+                   "so no answer comes from the server's prefix cache)");
   command.add_option("--warmup", o->warmup, "Requests sent and discarded before each mode")
       ->default_str("1")
       ->check(CLI::NonNegativeNumber);

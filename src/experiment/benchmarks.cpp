@@ -20,10 +20,14 @@ namespace {
 constexpr double k_floor_tok_s_per_stream = 2.0;
 constexpr util::Duration k_command_timeout = 30min;
 constexpr util::Duration k_min_benchmark_timeout = 1min;
+constexpr int k_max_repeats = 1000;
+// Without `repeats:`, an experiment that compares variants measures each level this often.
+constexpr int k_verdict_repeats = 3;
 
 const std::vector<std::string> k_kinds = {"single_stream", "concurrency", "rate", "command"};
-const std::vector<std::string> k_common_keys = {"name",       "kind",    "max_tokens",   "prompts", "warmup",
-                                                "endpoint",   "ignore_eos", "timeout", "idle_timeout", "client"};
+const std::vector<std::string> k_common_keys = {"name",         "kind",     "max_tokens",    "prompts",
+                                                "warmup",       "endpoint", "ignore_eos",    "timeout",
+                                                "idle_timeout", "client",   "unique_prompts"};
 const std::vector<std::string> k_client_places = {"host", "local"};
 const std::vector<std::string> k_placeholders = {"url", "port", "variant", "model", "host"};
 
@@ -32,9 +36,9 @@ std::vector<std::string> keys_for(const std::string& kind) {
   if (kind == "single_stream") {
     keys.insert(keys.end(), {"runs"});
   } else if (kind == "concurrency") {
-    keys.insert(keys.end(), {"levels", "requests"});
+    keys.insert(keys.end(), {"levels", "requests", "repeats"});
   } else if (kind == "rate") {
-    keys.insert(keys.end(), {"rates", "duration", "max_concurrency", "burstiness"});
+    keys.insert(keys.end(), {"rates", "duration", "max_concurrency", "burstiness", "repeats"});
   } else if (kind == "command") {
     keys = {"name", "kind", "run", "on", "parse", "metric", "json", "timeout"};
   }
@@ -172,6 +176,8 @@ void parse_command(const util::YamlField& field, BenchmarkSpec& spec) {
   }
 }
 
+} // namespace
+
 util::Duration default_timeout(const BenchmarkSpec& spec) {
   double seconds_per_request = spec.max_tokens / k_floor_tok_s_per_stream;
   double total = 0;
@@ -192,9 +198,13 @@ util::Duration default_timeout(const BenchmarkSpec& spec) {
   case BenchmarkKind::command:
     return k_command_timeout;
   }
+  // Every repeat measures every level again.
+  total *= std::max(spec.repeats, 1);
   auto timeout = util::Duration(static_cast<util::Duration::rep>(total * 1000));
   return std::max(timeout, k_min_benchmark_timeout);
 }
+
+namespace {
 
 BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& experiment_dir) {
   BenchmarkSpec spec;
@@ -234,6 +244,13 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   }
   if (auto v = field["ignore_eos"]; v.present()) {
     spec.ignore_eos = v.as_bool().value_or(true);
+  }
+  if (auto v = field["unique_prompts"]; v.present()) {
+    spec.unique_prompts = v.as_bool().value_or(true);
+  }
+  if (auto v = field["repeats"]; v.present()) {
+    spec.repeats_written = static_cast<int>(v.as_int(1, k_max_repeats).value_or(1));
+    spec.repeats = *spec.repeats_written;
   }
   if (auto v = field["endpoint"]; v.present()) {
     spec.endpoint =
@@ -307,6 +324,7 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   spec.timeout = default_timeout(spec);
   if (auto v = field["timeout"]; v.present()) {
     spec.timeout = v.as_duration().value_or(spec.timeout);
+    spec.timeout_written = spec.timeout;
   }
   if (auto v = field["idle_timeout"]; v.present()) {
     spec.idle_timeout = v.as_duration().value_or(spec.idle_timeout);
@@ -318,6 +336,19 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
 }
 
 } // namespace
+
+void resolve_repeats(Experiment& experiment) {
+  const bool verdict = experiment.variants.size() >= 2;
+  for (auto& spec : experiment.benchmarks) {
+    if (spec.kind != BenchmarkKind::concurrency && spec.kind != BenchmarkKind::rate) {
+      continue;
+    }
+    spec.repeats = spec.repeats_written.value_or(verdict ? k_verdict_repeats : 1);
+    if (!spec.timeout_written) {
+      spec.timeout = default_timeout(spec);
+    }
+  }
+}
 
 void parse_bench_defaults(const util::YamlField& field, Experiment& experiment) {
   if (!field.present() || !field.expect_map()) {

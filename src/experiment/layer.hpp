@@ -50,6 +50,12 @@ std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::
 
 std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts);
 std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir);
+// A benchmark's bound by default: its size at a pessimistic speed (2 tok/s per stream).
+util::Duration default_timeout(const BenchmarkSpec& spec);
+// Once the variants are known: each concurrency and rate benchmark's effective
+// repeats (3 without `repeats:` when there is a verdict to reach, else 1), and
+// its default timeout for them.
+void resolve_repeats(Experiment& experiment);
 // The experiment's `bench:` block: defaults for every built-in benchmark (`client`).
 void parse_bench_defaults(const util::YamlField& field, Experiment& experiment);
 

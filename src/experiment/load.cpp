@@ -20,14 +20,16 @@ constexpr std::size_t k_max_variants = 10'000;
 
 const std::vector<std::string> k_top_keys = {"name",     "description", "hosts",      "server", "matrix",
                                              "variants", "benchmarks",  "bench",      "report"};
-const std::vector<std::string> k_report_keys = {"baseline", "expect", "formats"};
+const std::vector<std::string> k_report_keys = {"baseline", "expect", "formats", "noise", "max_failed"};
+// The A/A repeat `report: {noise: true}` adds is the baseline's name with this.
+constexpr std::string_view k_noise_suffix = "-again";
 const std::vector<std::string> k_expect_keys = {"variant", "benchmark", "level", "rate",
                                                 "metric",  "value",     "tolerance"};
 const std::vector<std::string> k_formats = {"md", "csv", "json", "html", "junit"};
 
 std::vector<std::string> variant_keys() {
   std::vector<std::string> keys = detail::server_keys();
-  keys.insert(keys.begin(), {"name", "description", "matrix", "benchmarks"});
+  keys.insert(keys.begin(), {"name", "description", "matrix", "benchmarks", "repeat_of"});
   return keys;
 }
 
@@ -175,6 +177,72 @@ std::vector<Point> expand(const Matrix& matrix, const util::YamlField& where, ut
   return kept;
 }
 
+// A variant written as `repeat_of: NAME`: only its name and description are its own.
+void add_repeat(const util::YamlField& item, const util::YamlField& repeat_of, const std::string& name,
+                std::map<std::string, util::Location>& seen, Experiment& experiment,
+                std::vector<std::pair<std::size_t, util::YamlField>>& repeats) {
+  auto target = repeat_of.as_string();
+  if (!target) {
+    return;
+  }
+  for (const auto& [key, key_at, value] : item.entries()) {
+    if (key != "name" && key != "description" && key != "repeat_of") {
+      item.diagnostics().error(
+          key_at, fmt::format("a variant with repeat_of takes its server and benchmarks from \"{}\"", *target));
+    }
+  }
+  auto [it, inserted] = seen.emplace(name, item.location());
+  if (!inserted) {
+    item.error(fmt::format("duplicate variant name \"{}\" (first defined at line {})", name, it->second.line));
+    return;
+  }
+  Variant variant;
+  variant.name = name;
+  variant.base_name = name;
+  variant.description = item["description"].present() ? item["description"].as_string().value_or("") : "";
+  variant.repeat_of = *target;
+  variant.where = item.location();
+  repeats.emplace_back(experiment.variants.size(), repeat_of);
+  experiment.variants.push_back(std::move(variant));
+}
+
+void resolve_repeat(Variant& repeat, const util::YamlField& field, const Experiment& experiment) {
+  const Variant* original = experiment.find_variant(*repeat.repeat_of);
+  if (original == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& v : experiment.variants) {
+      if (!v.repeat_of) {
+        names.push_back(v.name);
+      }
+    }
+    field.error(fmt::format("repeat_of \"{}\" names no variant{}", *repeat.repeat_of,
+                            util::did_you_mean(*repeat.repeat_of, names)));
+    return;
+  }
+  if (original->repeat_of) {
+    field.error(fmt::format("\"{}\" is itself a repeat (of \"{}\"): repeat \"{}\" instead", original->name,
+                            *original->repeat_of, *original->repeat_of));
+    return;
+  }
+  repeat.server = original->server;
+  repeat.benchmarks = original->benchmarks;
+}
+
+// Baseline first, so every other variant is measured after it; repeats last, so
+// the spread between a variant and its repeat spans the sweep's drift. The
+// others keep their order.
+void order_variants(Experiment& experiment) {
+  auto& variants = experiment.variants;
+  const auto& baseline = experiment.report.baseline;
+  std::stable_partition(variants.begin(), variants.end(), [](const Variant& v) { return !v.repeat_of; });
+  if (baseline) {
+    auto it = std::find_if(variants.begin(), variants.end(), [&](const Variant& v) { return v.name == *baseline; });
+    if (it != variants.end()) {
+      std::rotate(variants.begin(), it, std::next(it));
+    }
+  }
+}
+
 void parse_variants(const util::YamlField& top, const Layer& defaults, const Matrix& top_matrix,
                     const detail::ResolveContext& ctx, Experiment& experiment) {
   auto variants = top["variants"];
@@ -189,6 +257,8 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
     variants.error("the list of variants is empty");
   }
   std::map<std::string, util::Location> seen;
+  // Repeats take everything from a variant that may come later in the file: resolved at the end.
+  std::vector<std::pair<std::size_t, util::YamlField>> repeats;
   for (const auto& item : variants.items()) {
     if (!item.expect_map()) {
       continue;
@@ -202,6 +272,10 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
       }
     } else {
       item.error("a variant needs a name");
+      continue;
+    }
+    if (auto r = item["repeat_of"]; r.present()) {
+      add_repeat(item, r, base_name, seen, experiment, repeats);
       continue;
     }
     Layer layer;
@@ -275,6 +349,9 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
       }
       experiment.variants.push_back(std::move(variant));
     }
+  }
+  for (const auto& [index, field] : repeats) {
+    resolve_repeat(experiment.variants[index], field, experiment);
   }
 }
 
@@ -353,25 +430,72 @@ void parse_expectation(const util::YamlField& item, Experiment& experiment, Expe
   }
 }
 
+void add_noise_repeat(const util::YamlField& noise, Experiment& experiment) {
+  const auto& baseline = experiment.report.baseline;
+  const Variant* original = baseline ? experiment.find_variant(*baseline) : nullptr;
+  if (original == nullptr) {
+    return;
+  }
+  Variant repeat;
+  repeat.name = original->name + std::string(k_noise_suffix);
+  if (experiment.find_variant(repeat.name) != nullptr) {
+    noise.error(fmt::format("noise: true adds the variant \"{}\", but the experiment already has one by that name",
+                            repeat.name));
+    return;
+  }
+  if (!util::path_safe_name(repeat.name)) {
+    noise.error(fmt::format("noise: true adds the variant \"{}\", a name too long for a result folder: shorten \"{}\"",
+                            repeat.name, original->name));
+    return;
+  }
+  repeat.base_name = repeat.name;
+  repeat.description = fmt::format("{} again: how far two runs of the same server differ", original->name);
+  repeat.repeat_of = original->name;
+  repeat.server = original->server;
+  repeat.benchmarks = original->benchmarks;
+  repeat.where = noise.location();
+  experiment.variants.push_back(std::move(repeat));
+}
+
 void parse_report(const util::YamlField& field, Experiment& experiment) {
-  if (!experiment.variants.empty()) {
-    experiment.report.baseline = experiment.variants.front().name;
+  auto first = std::find_if(experiment.variants.begin(), experiment.variants.end(),
+                            [](const Variant& v) { return !v.repeat_of; });
+  if (first != experiment.variants.end()) {
+    experiment.report.baseline = first->name;
   }
   if (!field.present() || !field.expect_map()) {
+    order_variants(experiment);
     return;
   }
   field.check_keys(k_report_keys);
   if (auto b = field["baseline"]; b.present()) {
     auto name = b.as_string();
-    if (name && experiment.find_variant(*name) == nullptr) {
+    const Variant* variant = name ? experiment.find_variant(*name) : nullptr;
+    if (name && variant == nullptr) {
       std::vector<std::string> names;
       for (const auto& v : experiment.variants) {
         names.push_back(v.name);
       }
       b.error(fmt::format("baseline \"{}\" names no variant{}", *name, util::did_you_mean(*name, names)));
+    } else if (variant != nullptr && variant->repeat_of) {
+      b.error(fmt::format("baseline \"{}\" is a repeat of \"{}\": name \"{}\" instead", *name, *variant->repeat_of,
+                          *variant->repeat_of));
     }
     experiment.report.baseline = name;
   }
+  if (auto n = field["noise"]; n.present()) {
+    experiment.report.noise = n.as_bool().value_or(false);
+    if (experiment.report.noise) {
+      add_noise_repeat(n, experiment);
+    }
+  }
+  if (auto m = field["max_failed"]; m.present()) {
+    experiment.report.max_failed_pct = m.as_percent().value_or(experiment.report.max_failed_pct);
+    if (experiment.report.max_failed_pct > 100) {
+      m.error("max_failed is a share of a measurement's requests: at most 100%");
+    }
+  }
+  order_variants(experiment);
   if (auto expect = field["expect"]; expect.present() && expect.expect_list()) {
     for (const auto& item : expect.items()) {
       if (!item.expect_map()) {
@@ -442,6 +566,7 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
                              server_block_broken};
   parse_variants(top, defaults, top_matrix, ctx, experiment);
   parse_report(top["report"], experiment);
+  detail::resolve_repeats(experiment);
   return experiment;
 }
 

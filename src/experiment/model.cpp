@@ -39,25 +39,36 @@ std::string PromptSpec::describe() const {
   return builtin == "seeds" ? "the 3 seed prompts" : fmt::format("the built-in \"{}\" prompts", builtin);
 }
 
+std::string BenchmarkSpec::measures_text() const {
+  std::string out;
+  if (repeats > 1) {
+    out += fmt::format(", x{} repeats", repeats);
+  }
+  if (!unique_prompts) {
+    out += ", prompts sent verbatim";
+  }
+  return out;
+}
+
 std::string BenchmarkSpec::describe() const {
   switch (kind) {
   case BenchmarkKind::single_stream:
-    return fmt::format("single_stream: {} runs x {} tokens, {}, {} warmup", runs, max_tokens, prompts.describe(),
-                       warmup);
+    return fmt::format("single_stream: {} runs x {} tokens, {}, {} warmup{}", runs, max_tokens, prompts.describe(),
+                       warmup, measures_text());
   case BenchmarkKind::concurrency: {
     std::string requests_text =
         requests ? fmt::format("{} requests per level", *requests) : "max(2 x level, 10) requests per level";
-    return fmt::format("concurrency {}: {}, {} tokens, {}", util::join(levels_text(levels), ","), requests_text,
-                       max_tokens, prompts.describe());
+    return fmt::format("concurrency {}: {}, {} tokens, {}{}", util::join(levels_text(levels), ","), requests_text,
+                       max_tokens, prompts.describe(), measures_text());
   }
   case BenchmarkKind::rate: {
     std::vector<std::string> rates_text;
     for (double r : rates) {
       rates_text.push_back(fmt::format("{}", r));
     }
-    return fmt::format("rate {} req/s for {} each, {} tokens{}", util::join(rates_text, ","),
+    return fmt::format("rate {} req/s for {} each, {} tokens{}{}", util::join(rates_text, ","),
                        util::format_duration(duration), max_tokens,
-                       max_concurrency ? fmt::format(", at most {} in flight", *max_concurrency) : "");
+                       max_concurrency ? fmt::format(", at most {} in flight", *max_concurrency) : "", measures_text());
   }
   case BenchmarkKind::command: {
     std::vector<std::string> metrics;

@@ -244,6 +244,11 @@ std::string format_plan(const Plan& plan) {
     if (!v.description.empty()) {
       out += fmt::format("  about:      {}\n", v.description);
     }
+    if (v.repeat_of) {
+      out += fmt::format("  repeats:    {} (the same server and benchmarks, measured again for the noise between "
+                         "runs)\n",
+                         *v.repeat_of);
+    }
     out += fmt::format("  host:       {} ({})\n", host.name,
                        !host.slots.empty()           ? host.describe()
                        : host.kind == HostKind::local ? "local"
@@ -335,6 +340,8 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   out["file"] = e.file;
   out["description"] = e.description;
   out["baseline"] = e.report.baseline ? nlohmann::ordered_json(*e.report.baseline) : nlohmann::ordered_json();
+  out["noise"] = e.report.noise;
+  out["max_failed_pct"] = e.report.max_failed_pct;
   out["hosts"] = nlohmann::ordered_json::object();
   for (const auto& [name, host] : e.hosts) {
     nlohmann::ordered_json h;
@@ -382,6 +389,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     nlohmann::ordered_json j;
     j["name"] = v.name;
     j["base_name"] = v.base_name;
+    j["repeat_of"] = v.repeat_of ? nlohmann::ordered_json(*v.repeat_of) : nlohmann::ordered_json();
     j["matrix"] = nlohmann::ordered_json::object();
     for (const auto& [knob, value] : v.matrix_point) {
       j["matrix"][knob] = nlohmann::ordered_json::parse(value.dump());
@@ -434,6 +442,12 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     }
     if (b.kind == BenchmarkKind::rate) {
       j["rates"] = b.rates;
+    }
+    if (b.kind == BenchmarkKind::concurrency || b.kind == BenchmarkKind::rate) {
+      j["repeats"] = b.repeats;
+    }
+    if (b.kind != BenchmarkKind::command) {
+      j["unique_prompts"] = b.unique_prompts;
     }
     out["benchmarks"].push_back(j);
   }

@@ -395,6 +395,8 @@ bench::SingleStreamResult BenchClient::single_stream(const experiment::Benchmark
       auto again = options;
       if (attempt > 0) {
         again.common.warmup = 0;
+        // Prompts of their own: the discarded try's are in the server's prefix cache.
+        again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
       }
       return bench::run_single_stream(m_s.target(), again);
     });
@@ -416,6 +418,8 @@ bench::ConcurrencyResult BenchClient::concurrency(const experiment::BenchmarkSpe
       auto again = options;
       if (attempt > 0) {
         again.common.warmup = 0;
+        // Prompts of their own: the discarded try's are in the server's prefix cache.
+        again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
       }
       return bench::run_concurrency(m_s.target(), again);
     });
@@ -437,6 +441,8 @@ bench::RateResult BenchClient::rate(const experiment::BenchmarkSpec& spec, const
       auto again = options;
       if (attempt > 0) {
         again.common.warmup = 0;
+        // Prompts of their own: the discarded try's are in the server's prefix cache.
+        again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
       }
       return bench::run_rate(m_s.target(), again);
     });
@@ -467,6 +473,8 @@ json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::stri
   }
   job.request = common.request;
   job.prompts = common.prompts;
+  job.unique_prompts = common.unique_prompts;
+  job.prompt_tag = common.prompt_tag;
   job.warmup = common.warmup;
   job.preconnect = common.preconnect;
   if (common.deadline) {

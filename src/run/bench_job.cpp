@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int k_job_version = 1;
+constexpr int k_job_version = 2;
 
 const char* mode_name(BenchJob::Mode mode) {
   switch (mode) {
@@ -71,6 +71,8 @@ json to_json(const BenchJob& job) {
             {"connect_timeout_ms", job.request.connect_timeout.count()},
             {"idle_timeout_ms", job.request.idle_timeout.count()}}},
           {"prompts", job.prompts},
+          {"unique_prompts", job.unique_prompts},
+          {"prompt_tag", job.prompt_tag},
           {"warmup", job.warmup},
           {"preconnect", job.preconnect},
           {"deadline_s", job.deadline_s ? json(*job.deadline_s) : json(nullptr)},
@@ -116,6 +118,8 @@ BenchJob bench_job_from_json(const json& j) {
   job.request.connect_timeout = std::chrono::milliseconds(field<std::int64_t>(request, "connect_timeout_ms"));
   job.request.idle_timeout = std::chrono::milliseconds(field<std::int64_t>(request, "idle_timeout_ms"));
   job.prompts = field<std::vector<std::string>>(j, "prompts");
+  job.unique_prompts = field<bool>(j, "unique_prompts");
+  job.prompt_tag = field<std::string>(j, "prompt_tag");
   job.warmup = field<int>(j, "warmup");
   job.preconnect = field<bool>(j, "preconnect");
   if (!j.at("deadline_s").is_null()) {
@@ -167,6 +171,8 @@ int run_bench_job(const std::filesystem::path& file, const std::atomic<bool>* st
     bench::RunOptions common;
     common.request = job.request;
     common.prompts = job.prompts;
+    common.unique_prompts = job.unique_prompts;
+    common.prompt_tag = job.prompt_tag;
     common.warmup = job.warmup;
     common.preconnect = job.preconnect;
     common.stop = watch ? watch->stop_flag() : stop;

@@ -157,6 +157,42 @@ void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std
   }
 }
 
+// Sums over a benchmark's levels of what its requests say about the figures:
+// prompt tokens served from the prefix cache, and drafts accepted on repeats.
+struct Honesty {
+  std::int64_t prompt_tokens = -1;
+  std::int64_t cached_tokens = -1;
+  // Without their chunks: the acceptance check needs only the server's counts.
+  std::vector<bench::RequestRecord> records;
+
+  // Takes the level's records (its results are written by then).
+  void add(bench::LevelResult& level) {
+    const auto sum = [](std::int64_t& total, std::int64_t value) {
+      if (value >= 0) {
+        total = std::max<std::int64_t>(total, 0) + value;
+      }
+    };
+    sum(prompt_tokens, level.prompt_tokens);
+    sum(cached_tokens, level.cached_prompt_tokens);
+    for (auto& record : level.records) {
+      record.chunks = {};
+      records.push_back(std::move(record));
+    }
+    level.records.clear();
+  }
+
+  std::vector<std::string> flags(std::string_view benchmark) const {
+    std::vector<std::string> out;
+    if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens)) {
+      out.push_back(std::move(*flag));
+    }
+    if (auto flag = bench::repeated_acceptance_flag(benchmark, records)) {
+      out.push_back(std::move(*flag));
+    }
+    return out;
+  }
+};
+
 std::string state_dir_of(const VariantContext& shared, const std::string& node) {
   const auto* machine = experiment::machine_of(shared.experiment, node);
   return machine != nullptr && machine->state_dir ? *machine->state_dir : shared.options.state_dir;
@@ -415,6 +451,8 @@ private:
       throw PhaseFailure{label, Error(prompts.error().what(), ErrorKind::bad_input)};
     }
     common.prompts = std::move(*prompts);
+    common.unique_prompts = spec.unique_prompts;
+    common.prompt_tag = label;
     common.warmup = spec.warmup;
     common.stop = m_s.options.stop;
     if (spec.timeout > util::Duration::zero()) {
@@ -477,6 +515,7 @@ private:
     spec.max_tokens = std::min(spec.max_tokens, k_warmup_tokens);
     spec.timeout = m_config.warmup_timeout;
     bench::SingleStreamOptions options{common_options(spec, "warmup"), 1};
+    options.common.prompt_tag = "warmup";
     options.common.warmup = 0;
     options.common.on_progress = nullptr;
     ServerWatch watch(*m_host, m_server->files, m_server->pid, m_s.options.stop);
@@ -588,6 +627,8 @@ private:
     std::string requests;
     // Where the server died, when it did: what ran then, and how.
     std::optional<std::pair<std::string, ServerWatch::Death>> died;
+    // What the benchmark's requests say of the figures' honesty, over all its levels.
+    Honesty honesty;
     std::optional<ServerWatch> watch;
     if (spec.kind != experiment::BenchmarkKind::command) {
       watch.emplace(*m_host, m_server->files, m_server->pid, m_s.options.stop);
@@ -597,6 +638,7 @@ private:
       // The window opens after the warmup: its requests are not in the server's figures.
       Window window;
       bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
+      options.common.prompt_tag = spec.name;
       options.common.stop = watch->stop_flag();
       options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
       options.common.hold = watch->hold_flag();
@@ -616,77 +658,92 @@ private:
       why_failed = first_error(result.level);
       interrupted = result.ended == bench::Ended::interrupted;
       requests_jsonl(result.level, "single-stream", requests);
+      honesty.add(result.level);
       break;
     }
     case experiment::BenchmarkKind::concurrency:
     case experiment::BenchmarkKind::rate: {
       bool rate = spec.kind == experiment::BenchmarkKind::rate;
       std::size_t count = rate ? spec.rates.size() : spec.levels.size();
+      const int repeats = std::max(spec.repeats, 1);
+      entry["repeats"] = repeats;
       entry["levels"] = ordered::array();
       auto common = common_options(spec, m_phase);
       common.stop = watch->stop_flag();
       common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
       common.hold = watch->hold_flag();
-      for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
-        check_stop();
-        // One level at a time, so the server's log can be read for each level's window.
-        Window window;
-        std::vector<bench::LevelResult> levels;
-        bench::Ended ended = bench::Ended::normally;
-        auto level_common = common;
-        level_common.warmup = i == 0 ? spec.warmup : 0;
-        level_common.on_measured_start = [&] { window = open_window(); };
-        if (rate) {
-          bench::RateOptions options{level_common,
-                                     {spec.rates[i]},
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
-                                     spec.max_concurrency,
-                                     spec.burstiness,
-                                     static_cast<std::uint64_t>(i)};
-          auto result = client().rate(spec, options, *watch, [&](const ClientWindow& w) {
-            window = Window{w.log_from, w.metrics_before};
-          });
-          levels = std::move(result.levels);
-          ended = result.ended;
-        } else {
-          bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
-          auto result = client().concurrency(spec, options, *watch, [&](const ClientWindow& w) {
-            window = Window{w.log_from, w.metrics_before};
-          });
-          levels = std::move(result.levels);
-          ended = result.ended;
-        }
-        entry["client"] = client().describe(spec);
-        if (auto death = watch->death()) {
-          died.emplace(rate ? fmt::format("{} at rate {:g}", m_phase, spec.rates[i])
-                            : fmt::format("{} at c{}", m_phase, spec.levels[i]),
-                       *death);
-        }
-        interrupted = ended == bench::Ended::interrupted && !died;
-        for (auto& level : levels) {
-          ordered item;
-          item["concurrency"] =
-              rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency) : spec.levels[i];
+      bool timed_out = false;
+      // Every level once, then every level again: drift over the benchmark (a
+      // warming GPU, a filling cache) spreads over all levels instead of landing on one.
+      for (int r = 1; r <= repeats && !interrupted && !died && !timed_out; ++r) {
+        for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
+          check_stop();
+          // One level at a time, so the server's log can be read for each level's window.
+          Window window;
+          std::vector<bench::LevelResult> levels;
+          bench::Ended ended = bench::Ended::normally;
+          auto level_common = common;
+          level_common.warmup = r == 1 && i == 0 ? spec.warmup : 0;
+          level_common.prompt_tag = fmt::format("{} r{}", spec.name, r);
+          level_common.on_measured_start = [&] { window = open_window(); };
+          const std::string repeat_text = repeats > 1 ? fmt::format(" #{}", r) : "";
           if (rate) {
-            item["rate"] = report::finite_or_null(spec.rates[i]);
+            // A schedule of its own for every level and repeat, the same on every run of the experiment.
+            bench::RateOptions options{level_common,
+                                       {spec.rates[i]},
+                                       std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
+                                       spec.max_concurrency,
+                                       spec.burstiness,
+                                       static_cast<std::uint64_t>(static_cast<std::size_t>(r - 1) * count + i)};
+            auto result = client().rate(spec, options, *watch, [&](const ClientWindow& w) {
+              window = Window{w.log_from, w.metrics_before};
+            });
+            levels = std::move(result.levels);
+            ended = result.ended;
+          } else {
+            bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
+            auto result = client().concurrency(spec, options, *watch, [&](const ClientWindow& w) {
+              window = Window{w.log_from, w.metrics_before};
+            });
+            levels = std::move(result.levels);
+            ended = result.ended;
           }
-          item["metrics"] = report::level_metrics(level);
-          close_window(window, item, level);
-          item["result"] = bench::to_json(level);
-          completed += level.completed;
-          failed += level.failed;
-          if (level.completed == 0 && why_failed.empty()) {
-            why_failed = first_error(level);
+          entry["client"] = client().describe(spec);
+          if (auto death = watch->death()) {
+            died.emplace(rate ? fmt::format("{} at rate {:g}{}", m_phase, spec.rates[i], repeat_text)
+                              : fmt::format("{} at c{}{}", m_phase, spec.levels[i], repeat_text),
+                         *death);
           }
-          std::string phase =
-              rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i]);
-          requests_jsonl(level, phase, requests);
-          entry["levels"].push_back(std::move(item));
-        }
-        if (ended == bench::Ended::timed_out) {
-          warn(fmt::format("benchmark \"{}\" reached its time limit of {}; later levels did not run", spec.name,
-                           util::format_duration(spec.timeout)));
-          break;
+          interrupted = ended == bench::Ended::interrupted && !died;
+          for (auto& level : levels) {
+            ordered item;
+            item["concurrency"] =
+                rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency) : spec.levels[i];
+            if (rate) {
+              item["rate"] = report::finite_or_null(spec.rates[i]);
+            }
+            item["repeat"] = r;
+            item["metrics"] = report::level_metrics(level);
+            close_window(window, item, level);
+            item["result"] = bench::to_json(level);
+            completed += level.completed;
+            failed += level.failed;
+            if (level.completed == 0 && why_failed.empty()) {
+              why_failed = first_error(level);
+            }
+            std::string phase =
+                (rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i])) +
+                repeat_text;
+            requests_jsonl(level, phase, requests);
+            honesty.add(level);
+            entry["levels"].push_back(std::move(item));
+          }
+          if (ended == bench::Ended::timed_out) {
+            warn(fmt::format("benchmark \"{}\" reached its time limit of {}; later levels did not run", spec.name,
+                             util::format_duration(spec.timeout)));
+            timed_out = true;
+            break;
+          }
         }
       }
       break;
@@ -699,6 +756,9 @@ private:
     entry["completed"] = completed;
     entry["failed"] = failed;
     entry["status"] = completed > 0 && !died ? "ok" : "failed";
+    for (auto& flag : honesty.flags(spec.name)) {
+      m_result["flags"].push_back(std::move(flag));
+    }
     if (died) {
       entry["server_died"] = {{"during", died->first},
                               {"exit_code", died->second.exit_code ? json(*died->second.exit_code) : json(nullptr)},

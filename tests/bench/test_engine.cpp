@@ -81,7 +81,8 @@ TEST_CASE("closed loop: known schedule, keep-alive, one connection per stream") 
     CHECK(s.body.find("\"include_usage\":true") != std::string::npos);
     prompts.insert(s.body.substr(s.body.find("\"prompt\"")));
   }
-  CHECK(prompts.size() == 3);
+  // Every request's prompt is its own (unique_prompts by default).
+  CHECK(prompts.size() == 12);
   for (const auto& r : level.records) {
     CHECK(r.ok());
     CHECK(r.output_tokens == 5);
@@ -91,6 +92,50 @@ TEST_CASE("closed loop: known schedule, keep-alive, one connection per stream") 
     CHECK(r.response_id.starts_with("req-"));
     CHECK(r.prompt_tokens == 5);
     CHECK(r.prompt == r.index % 3);
+  }
+}
+
+TEST_CASE("unique prompts: every request of a prompt sends a body of its own, unless turned off") {
+  ScriptServer server([](int, const std::string&, const std::string&) { return Behavior{}; });
+  const auto prompts_sent = [&](const RunOptions& common) {
+    // 7 requests over 3 prompts: prompt 0 is sent three times.
+    const auto result = run_concurrency(Target{server.url(), "script-model", ""}, ConcurrencyOptions{common, {2}, 7});
+    REQUIRE(result.levels.size() == 1);
+    CHECK(result.levels[0].completed == 7);
+    REQUIRE(server.wait_idle());
+    std::multiset<std::string> out;
+    for (const auto& s : server.served()) {
+      auto at = s.body.find("\"prompt\":\"");
+      REQUIRE(at != std::string::npos);
+      at += std::string_view("\"prompt\":\"").size();
+      out.insert(s.body.substr(at, s.body.find('"', at) - at));
+    }
+    // The record keeps the prompt it was made from.
+    for (const auto& r : result.levels[0].records) {
+      CHECK(r.prompt == r.index % 3);
+    }
+    return out;
+  };
+  SUBCASE("by default") {
+    RunOptions common = quick(2);
+    common.prompt_tag = "decode r2";
+    const auto sent = prompts_sent(common);
+    CHECK(sent.size() == 7);
+    CHECK(std::set<std::string>(sent.begin(), sent.end()).size() == 7);
+    CHECK(sent.count(unique_prefix("decode r2", "concurrency 2", 0) + "first prompt") == 1);
+    CHECK(sent.count(unique_prefix("decode r2", "concurrency 2", 3) + "first prompt") == 1);
+    CHECK(sent.count(unique_prefix("decode r2", "concurrency 2", 6) + "first prompt") == 1);
+    CHECK(sent.count(unique_prefix("decode r2", "concurrency 2", 5) + "third prompt") == 1);
+  }
+  SUBCASE("unique_prompts = false") {
+    RunOptions common = quick(2);
+    common.unique_prompts = false;
+    common.prompt_tag = "ignored";
+    const auto sent = prompts_sent(common);
+    CHECK(sent.size() == 7);
+    CHECK(sent.count("first prompt") == 3);
+    CHECK(sent.count("second prompt") == 2);
+    CHECK(sent.count("third prompt") == 2);
   }
 }
 

@@ -88,6 +88,11 @@ TEST_CASE("bench results survive the trip through JSON text unchanged") {
     CHECK(back.tunnel_rtt_ms == 12.5);
     CHECK(back.remeasured == level.remeasured);
     CHECK(back.warnings == level.warnings);
+    // Four completed requests, three of which said their prompt had 17 tokens.
+    CHECK(level.prompt_tokens == 51);
+    CHECK(back.prompt_tokens == 51);
+    CHECK(back.cached_prompt_tokens == 20);
+    CHECK(to_json(back)["server_reported"]["prompt_tokens"] == 51);
     CHECK(request_to_json(back.records[1], "c4").dump() == request_to_json(level.records[1], "c4").dump());
   }
   SUBCASE("an open-loop level at an infinite rate keeps its infinity") {
@@ -150,6 +155,8 @@ TEST_CASE("a bench job file carries everything the host needs") {
   job.request.max_tokens = 64;
   job.request.idle_timeout = std::chrono::seconds{7};
   job.prompts = {"a", "b \"quoted\"\n"};
+  job.unique_prompts = false;
+  job.prompt_tag = "decode r2";
   job.warmup = 2;
   job.deadline_s = 12.5;
   job.rates = {1.5, 4};
@@ -168,6 +175,8 @@ TEST_CASE("a bench job file carries everything the host needs") {
   CHECK(back.request.endpoint == Endpoint::chat);
   CHECK(back.request.idle_timeout == std::chrono::seconds{7});
   CHECK(back.prompts == job.prompts);
+  CHECK_FALSE(back.unique_prompts);
+  CHECK(back.prompt_tag == "decode r2");
   CHECK(*back.max_concurrency == 6);
   json wrong = to_json(job);
   wrong["format"] = "something else";

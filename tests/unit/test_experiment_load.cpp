@@ -169,3 +169,132 @@ TEST_CASE("a template named by path is found next to the file that names it, not
   }
   fs::remove_all(dir);
 }
+
+namespace {
+
+struct Loaded {
+  Experiment experiment;
+  // Every message, one a line, with the file's path replaced by "sweep.yaml".
+  std::string messages;
+};
+
+Loaded load_text(const std::string& body) {
+  namespace fs = std::filesystem;
+  setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+  setenv("SPECCTL_SSH_CONFIG", "/nonexistent", 1);
+  const fs::path file = fs::temp_directory_path() / ("specctl-test-honest-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(file) << "name: t\nserver: {template: sglang, model: /m}\n" << body;
+  Loaded out;
+  Diagnostics diag;
+  out.experiment = load_experiment(file.string(), diag);
+  for (const auto& d : diag.sorted()) {
+    std::string text = d.str();
+    if (text.starts_with(file.string())) {
+      text = "sweep.yaml" + text.substr(file.string().size());
+    }
+    out.messages += text + "\n";
+  }
+  fs::remove(file);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("repeats: 3 by default when variants are compared, else 1; the default timeout follows") {
+  const std::string benchmarks = "benchmarks:\n"
+                                 "  - {name: par, kind: concurrency, levels: [1, 4]}\n"
+                                 "  - {name: open, kind: rate, rates: [2], duration: 10s, repeats: 2}\n"
+                                 "  - {name: fixed, kind: concurrency, levels: [1], timeout: 5m}\n"
+                                 "  - {name: single, kind: single_stream}\n";
+  auto one = load_text("variants: [{name: a}]\n" + benchmarks);
+  REQUIRE(one.messages.empty());
+  auto two = load_text("variants: [{name: a}, {name: b}]\n" + benchmarks);
+  REQUIRE(two.messages.empty());
+  const auto& par1 = *one.experiment.find_benchmark("par");
+  const auto& par2 = *two.experiment.find_benchmark("par");
+  CHECK_FALSE(par2.repeats_written);
+  CHECK(par1.repeats == 1);
+  CHECK(par2.repeats == 3);
+  CHECK(par2.timeout == 3 * par1.timeout);
+  CHECK(par1.describe() == "concurrency 1,4: max(2 x level, 10) requests per level, 512 tokens, the 3 seed prompts");
+  CHECK(par2.describe() ==
+        "concurrency 1,4: max(2 x level, 10) requests per level, 512 tokens, the 3 seed prompts, x3 repeats");
+  // Written: kept whatever the variants.
+  CHECK(one.experiment.find_benchmark("open")->repeats == 2);
+  CHECK(two.experiment.find_benchmark("open")->repeats == 2);
+  CHECK(two.experiment.find_benchmark("open")->describe() == "rate 2 req/s for 10s each, 512 tokens, x2 repeats");
+  // A timeout as written is not scaled.
+  CHECK(two.experiment.find_benchmark("fixed")->repeats == 3);
+  CHECK(two.experiment.find_benchmark("fixed")->timeout == std::chrono::minutes{5});
+  CHECK(two.experiment.find_benchmark("single")->repeats == 1);
+  // Every prompt is made unique unless the file says otherwise.
+  CHECK(par2.unique_prompts);
+}
+
+TEST_CASE("repeats and unique_prompts: what the file may say") {
+  auto ok = load_text("variants: [{name: a}]\nbenchmarks:\n"
+                      "  - {name: s, kind: single_stream, unique_prompts: false}\n"
+                      "  - {name: p, kind: concurrency, levels: [2], repeats: 1000, unique_prompts: false}\n");
+  REQUIRE(ok.messages.empty());
+  CHECK_FALSE(ok.experiment.find_benchmark("s")->unique_prompts);
+  CHECK(ok.experiment.find_benchmark("p")->repeats == 1000);
+  CHECK(ok.experiment.find_benchmark("p")->describe() ==
+        "concurrency 2: max(2 x level, 10) requests per level, 512 tokens, the 3 seed prompts, x1000 repeats, prompts "
+        "sent verbatim");
+  auto bad = load_text("variants: [{name: a}]\nbenchmarks:\n"
+                       "  - {name: p, kind: concurrency, levels: [2], repeats: 0}\n"
+                       "  - {name: s, kind: single_stream, repeats: 2}\n"
+                       "  - {name: c, kind: command, run: x, parse: '(\\d+)', unique_prompts: true}\n");
+  CHECK(bad.messages == "sweep.yaml:5:56: benchmarks[0].repeats: 0 is out of range (1..1000)\n"
+                        "sweep.yaml:6:36: unknown key \"repeats\" in benchmarks[1]\n"
+                        "sweep.yaml:7:54: unknown key \"unique_prompts\" in benchmarks[2]\n");
+}
+
+TEST_CASE("the A/A repeat: report.noise and repeat_of") {
+  const std::string benchmarks = "benchmarks: [{name: single, kind: single_stream}]\n";
+  SUBCASE("noise: true repeats the baseline last; the baseline runs first") {
+    auto l = load_text("variants:\n  - {name: a}\n  - {name: b, knobs: {tp: 2}}\n  - {name: c}\n" + benchmarks +
+                       "report: {baseline: b, noise: true, max_failed: 10%}\n");
+    REQUIRE(l.messages.empty());
+    const auto& e = l.experiment;
+    CHECK(names(e) == std::vector<std::string>{"b", "a", "c", "b-again"});
+    CHECK(e.report.noise);
+    CHECK(e.report.max_failed_pct == 10);
+    const auto& again = e.variants.back();
+    CHECK(again.repeat_of == "b");
+    CHECK(again.server.knobs.at("tp").value == 2);
+    CHECK(again.benchmarks == std::vector<std::string>{"single"});
+    CHECK_FALSE(e.variants.front().repeat_of);
+  }
+  SUBCASE("a repeat written out, before what it repeats, goes last") {
+    auto l = load_text("variants:\n  - {name: a2, repeat_of: a, description: twice}\n  - {name: a, knobs: {tp: 4}}\n"
+                       "  - {name: b}\n" +
+                       benchmarks);
+    REQUIRE(l.messages.empty());
+    const auto& e = l.experiment;
+    CHECK(names(e) == std::vector<std::string>{"a", "b", "a2"});
+    // The baseline by default is the first variant that is not a repeat.
+    CHECK(e.report.baseline == "a");
+    CHECK(e.report.max_failed_pct == 5);
+    CHECK_FALSE(e.report.noise);
+    CHECK(e.variants.back().description == "twice");
+    CHECK(e.variants.back().server.knobs.at("tp").value == 4);
+  }
+  SUBCASE("mistakes") {
+    auto l = load_text("variants:\n"
+                       "  - {name: a}\n"
+                       "  - {name: r1, repeat_of: a, knobs: {tp: 2}, benchmarks: [single]}\n"
+                       "  - {name: r2, repeat_of: aa}\n"
+                       "  - {name: r3, repeat_of: r2}\n"
+                       "  - {name: a-again}\n" +
+                       benchmarks + "report: {noise: true, max_failed: 150%}\n");
+    CHECK(l.messages ==
+          "sweep.yaml:5:30: a variant with repeat_of takes its server and benchmarks from \"a\"\n"
+          "sweep.yaml:5:46: a variant with repeat_of takes its server and benchmarks from \"a\"\n"
+          "sweep.yaml:6:27: variants[2].repeat_of: repeat_of \"aa\" names no variant (did you mean \"a\"?)\n"
+          "sweep.yaml:7:27: variants[3].repeat_of: \"r2\" is itself a repeat (of \"aa\"): repeat \"aa\" instead\n"
+          "sweep.yaml:10:17: report.noise: noise: true adds the variant \"a-again\", but the experiment already has "
+          "one by that name\n"
+          "sweep.yaml:10:35: report.max_failed: max_failed is a share of a measurement's requests: at most 100%\n");
+  }
+}

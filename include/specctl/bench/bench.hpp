@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specctl::bench {
@@ -42,6 +43,14 @@ struct RunOptions {
   RequestOptions request;
   // Sent in order, cycling; must not be empty.
   std::vector<std::string> prompts;
+  // Each request's prompt starts with a prefix of its own ("[TAG PHASE #INDEX] "),
+  // so no request is served from the server's prefix cache or repeats another
+  // token for token: the samples are independent. Off, requests of the same
+  // prompt send the same body.
+  bool unique_prompts = true;
+  // Names the caller's run in that prefix (a benchmark and its repeat), so that
+  // prompts are distinct across the levels and runs one server sees.
+  std::string prompt_tag;
   // Requests sent before each mode's measurement and left out of its results.
   int warmup = 1;
   // Before each level, open the connections it will keep in flight (one GET
@@ -82,6 +91,11 @@ struct ConcurrencyOptions {
   // Requests per level; default_requests(level) when not set.
   std::optional<int> requests;
 };
+
+// What a request's prompt starts with under unique_prompts: eight hex digits of a
+// hash of the label, then the label "[TAG PHASE #INDEX] " ("[decode r2 concurrency 10 #7] ",
+// or "[PHASE #INDEX] " without a tag), so two requests share no prefix a cache could serve.
+std::string unique_prefix(std::string_view tag, std::string_view phase, int index);
 
 // max(2 * level, 10): every level reaches a steady state of `level` streams.
 int default_requests(int level);

@@ -118,6 +118,8 @@ struct LevelResult {
   std::int64_t draft_accepted = -1;
   std::int64_t server_predicted_n = -1;
   std::int64_t cached_prompt_tokens = -1;
+  // usage.prompt_tokens summed over the completed requests that reported it; -1 when none did.
+  std::int64_t prompt_tokens = -1;
   // Mean of the server's own decode speed per request (timings.predicted_per_second); 0 when absent.
   double server_tok_s = 0;
   bool interrupted = false;
@@ -168,6 +170,22 @@ struct LevelResult {
 
 // Fills a level's counts and statistics from its records, duration_s and client figures.
 void aggregate(LevelResult& level);
+
+// Where a level's output token counts came from: "usage", "chunks" (a lower
+// bound), or "mixed" when only some requests sent usage.
+std::string token_source(const LevelResult& level);
+
+// Figures that look better than the server is, and say why; nullopt when these look sound.
+// The server's prefix cache served more than 10% of the prompt tokens (sums over
+// a benchmark; -1 when unknown): TTFT and throughput are flattered.
+std::optional<std::string> prefix_cache_flag(std::string_view benchmark, std::int64_t prompt_tokens,
+                                             std::int64_t cached_tokens);
+// Among completed requests that report drafted and accepted tokens, some prompt
+// was sent more than once, and every prompt sent more than once had the same
+// (drafted, accepted) on each of its requests, with at least 90% accepted: the
+// accept length measures repeated text, not the workload.
+std::optional<std::string> repeated_acceptance_flag(std::string_view benchmark,
+                                                    const std::vector<RequestRecord>& records);
 
 struct SingleStreamRun {
   int run = 0;

@@ -89,6 +89,9 @@ struct Variant {
   ServerConfig server;
   // Names of the benchmarks this variant runs (all by default).
   std::vector<std::string> benchmarks;
+  // Set on an A/A repeat: the variant whose server and benchmarks it runs again,
+  // to measure how far two runs of the same thing differ.
+  std::optional<std::string> repeat_of;
   util::Location where;
 };
 
@@ -131,6 +134,14 @@ struct BenchmarkSpec {
   PromptSpec prompts;
   int warmup = 1;
   bool ignore_eos = true;
+  // Built-in kinds: every request's prompt gets a prefix of its own, so none is
+  // served from the server's prefix cache or repeats another exactly.
+  bool unique_prompts = true;
+  // Concurrency and rate: times each level is measured, interleaved (every
+  // level once, then again). `repeats:` as written; `repeats` is what runs: by
+  // default 3 when the experiment asks for a verdict (two or more variants), else 1.
+  std::optional<int> repeats_written;
+  int repeats = 1;
   // single_stream
   int runs = 5;
   // concurrency: requests per level default to max(2 * level, 10)
@@ -147,6 +158,8 @@ struct BenchmarkSpec {
   std::vector<MetricExtractor> extract;
   // Every benchmark is bounded; by default from its size at a pessimistic speed.
   util::Duration timeout = util::Duration{0};
+  // `timeout:` as written; unset: `timeout` is the default, which follows `repeats`.
+  std::optional<util::Duration> timeout_written;
   // A request with no byte of answer for this long fails as stalled (built-in kinds).
   util::Duration idle_timeout = std::chrono::seconds{60};
   // `client:` of this benchmark (built-in kinds); unset: the experiment's `bench: {client:}`.
@@ -154,6 +167,8 @@ struct BenchmarkSpec {
 
   int requests_at(int level) const;
   std::string describe() const;
+  // ", x3 repeats", ", prompts sent verbatim", or nothing: describe()'s tail.
+  std::string measures_text() const;
 };
 
 struct Expectation {
@@ -169,6 +184,10 @@ struct Expectation {
 
 struct ReportSpec {
   std::optional<std::string> baseline;
+  // `noise: true`: a variant "<baseline>-again" repeats the baseline last.
+  bool noise = false;
+  // A measurement with more of its requests failed than this is not compared.
+  double max_failed_pct = 5;
   std::vector<Expectation> expect;
   std::vector<std::string> formats = {"md", "csv", "json", "html", "junit"};
 };

@@ -31,6 +31,9 @@ struct BenchJob {
   std::string model;
   bench::RequestOptions request;
   std::vector<std::string> prompts;
+  // bench::RunOptions::unique_prompts and prompt_tag.
+  bool unique_prompts = true;
+  std::string prompt_tag;
   int warmup = 0;
   bool preconnect = true;
   // Seconds from the job's start to the benchmark's time limit; unset: none.
