@@ -92,18 +92,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   report::ResultPaths paths{dir};
   for (const auto& name : variants) {
     if (auto result = report::read_result(paths, name)) {
-      (void)report::summary_figures(experiment, *result);
       for (const auto& e : experiment.report.expect) {
         (void)report::find_metric(*result, e);
       }
     }
   }
-  (void)report::format_summary(experiment, paths, variants);
 
   try {
     auto run = report::read_run(dir);
     auto built = report::build_report(run);
     (void)built.passed();
+    (void)report::to_terminal(built);
+    for (const auto& name : variants) {
+      (void)report::terminal_figures(built, name);
+    }
     for (const char* format : {"md", "csv", "json", "html", "junit"}) {
       (void)report::render(built, format);
     }

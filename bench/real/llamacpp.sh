@@ -19,6 +19,9 @@
 #      mid-benchmark, then --resume stops the server it left and completes, keeping what was
 #      measured; on an SSH host (a real sshd on 127.0.0.1:18310) a 20 s stall of the SSH sessions
 #      during a level leaves the figure of the client on the host as a calm run's (within 15%).
+#   5. honest numbers: every request a prompt of its own (llama.cpp serves under 5% of prompt
+#      tokens from its cache, and report.json has 3 repeats with intervals per level); the seed
+#      prompts sent verbatim are flagged as served from the prefix cache.
 # Ports 18300-18310 on 127.0.0.1. Prints "N passed, N failed" and exits 1 on any failure.
 set -uo pipefail
 server_bin=$(realpath "${1:?usage: llamacpp.sh LLAMA_SERVER_BINARY [MODELS_DIR] [SPECCTL]}")
@@ -276,6 +279,33 @@ PY
 check "a 20 s SSH stall during a level leaves the host-side client's figure as measured calmly" $?
 python3 "$repo/bench/real/llamacpp_check.py" "$work/ssh"
 check "the SSH sweep's figures agree with llama's own" $?
+
+echo "== 5. honest numbers: prompts of their own, and the prefix cache"
+# One variant, single stream, the three seed prompts sent 6 times: verbatim (unique_prompts: false)
+# llama.cpp serves most of each repeat's prompt from its cache, and the run says so.
+for unique in false true; do
+  sed -e "s|@MODELS@|$models|g" -e "s|port: 18301|port: 18306|" -e '/^  - name: draft/,$d' \
+    "$repo/bench/real/llamacpp-sweep.yaml" >"$work/cache-$unique.yaml"
+  cat >>"$work/cache-$unique.yaml" <<EOF
+benchmarks:
+  - {name: single-stream, kind: single_stream, runs: 6, max_tokens: 32, unique_prompts: $unique}
+EOF
+  "$specctl" run "$work/cache-$unique.yaml" --out "$work/cache-$unique" --quiet >"$work/cache-$unique.txt" 2>&1
+done
+python3 - "$work/cache-false" "$work/cache-true" <<'PY'
+import json, sys
+same, own = (json.load(open(d + "/variants/baseline/result.json")) for d in sys.argv[1:3])
+def share(r):
+    m = r["benchmarks"]["single-stream"]["metrics"]
+    return m["cached_tokens"], m["prompt_tokens"], m["ttft_ms"]
+for name, r in (("verbatim", same), ("unique", own)):
+    c, p, t = share(r)
+    print(f"{name}: {c} of {p} prompt tokens from the cache, TTFT {t:.1f} ms, flags {r['flags']}")
+flagged = any("prefix cache" in f for f in same["flags"])
+clean = not any("prefix cache" in f for f in own["flags"]) and share(own)[0] <= 0.05 * share(own)[1]
+sys.exit(0 if flagged and clean else 1)
+PY
+check "repeated prompts are flagged as served from llama's prefix cache; prompts of their own are not" $?
 
 echo "results in $work"
 echo "$passed passed, $failed failed"

@@ -50,4 +50,24 @@ for result_file in results:
         if not same:
             bad += 1
             print("  FAILED: not equal")
+    # Every request had a prompt of its own: llama.cpp served (almost) none of it from its cache.
+    prompt = sum(h.get("metrics", {}).get("prompt_tokens") or 0 for _, h in holders)
+    cached = sum(h.get("metrics", {}).get("cached_tokens") or 0 for _, h in holders)
+    print(f"  prompt tokens {prompt}, of them from llama's prefix cache {cached}")
+    if not prompt or cached > 0.05 * prompt:
+        bad += 1
+        print("  FAILED: no prompt tokens reported, or more than 5% of them cached")
+# The report: repeated levels have intervals, and nothing is green or red without one.
+report = json.load(open(os.path.join(sys.argv[1], "report.json")))
+for table in report["levels"]:
+    for row in table["rows"]:
+        for cell in row["levels"]:
+            n = (cell.get("output_tok_s") or {}).get("n", 0)
+            ci = (cell.get("speedup") or {}).get("ci95_low")
+            if n != table["repeats"] or (cell["verdict"] in ("faster", "slower") and ci is None):
+                bad += 1
+                print(f"  FAILED: {row['variant']} {cell['label']}: {n} samples of {table['repeats']}, "
+                      f"verdict {cell['verdict']} with interval low {ci}")
+    print(f"report {table['benchmark']}: " + "; ".join(f"{r['variant']} {r['crossover']['text']}"
+                                                      for r in table["rows"] if r["crossover"]["runs"]))
 sys.exit(1 if bad else 0)

@@ -52,7 +52,7 @@ server:
   cleanup: {{policy: kill, grace: 3s, timeout: 30s}}
 variants:
 {variants}benchmarks:
-  - {{name: throughput, kind: concurrency, levels: [4], requests: {requests}, max_tokens: {max_tokens}}}
+  - {{name: throughput, kind: concurrency, repeats: 1, levels: [4], requests: {requests}, max_tokens: {max_tokens}}}
 )",
                      fmt::arg("root", gpus_root.string()), fmt::arg("fake_gpu", options.fake_gpu_bin),
                      fmt::arg("load", options.load), fmt::arg("speed", options.speed), fmt::arg("variants", variants),

@@ -39,15 +39,15 @@ const Table* find_table(const std::vector<Table>& tables, const std::string& ben
   return nullptr;
 }
 
-std::optional<Spread> spread_in(const SingleStreamTable* t, const std::string& variant) {
+const SingleStreamRow* row_in(const SingleStreamTable* t, const std::string& variant) {
   if (t != nullptr) {
     for (const auto& row : t->rows) {
       if (row.variant == variant) {
-        return row.tok_s;
+        return &row;
       }
     }
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 const LevelFigures* level_in(const LevelsTable* t, const std::string& variant, double level) {
@@ -66,9 +66,40 @@ const LevelFigures* level_in(const LevelsTable* t, const std::string& variant, d
   return nullptr;
 }
 
+// The A/A noise a run measured for a figure: |repeat / baseline - 1|.
+std::optional<double> noise_of(const std::optional<Ratio>& aa) {
+  return aa ? std::optional(std::abs(aa->value - 1.0)) : std::nullopt;
+}
+
+// The wider of the two runs' A/A noise.
+std::optional<double> wider(std::optional<double> a, std::optional<double> b) {
+  if (a && b) {
+    return std::max(*a, *b);
+  }
+  return a ? a : b;
+}
+
+// after vs before by the report's rule, refused where either side's own figures are.
+template <typename Change>
+void judge_change(Change& change, const std::string& refused_before, const std::string& refused_after,
+                  const std::optional<Spread>& before, const std::optional<Spread>& after,
+                  std::optional<double> noise) {
+  if (!refused_before.empty() || !refused_after.empty()) {
+    change.verdict = Verdict::not_measured;
+    change.why = !refused_after.empty() ? "after: " + refused_after : "before: " + refused_before;
+    return;
+  }
+  auto j = judge(after, before, noise);
+  change.change = j.ratio;
+  change.verdict = j.verdict;
+  change.why = j.why;
+}
+
 std::string spread_text(const std::optional<Spread>& s) {
   return s ? fmt::format("{:.1f} ± {:.1f} ({})", s->mean, s->stdev, s->n) : "-";
 }
+
+std::optional<double> mean_of(const std::optional<Spread>& s) { return s ? std::optional(s->mean) : std::nullopt; }
 
 int count_verdicts(const Comparison& c, Verdict verdict) {
   int n = 0;
@@ -104,7 +135,8 @@ std::string regression_text(const VariantChange& v) {
   }
   for (const auto& l : v.levels) {
     if (l.verdict == Verdict::slower) {
-      parts.push_back(fmt::format("{} {} {}", l.benchmark, detail::level_label(l.rate, l.level), detail::times(l.change)));
+      parts.push_back(
+          fmt::format("{} {} {}", l.benchmark, detail::level_label(l.rate, l.level), detail::ratio_text(l.change)));
     }
   }
   std::string out;
@@ -155,12 +187,18 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
     for (const auto& t : before.single_stream) {
       SingleStreamChange s;
       s.benchmark = t.benchmark;
-      s.before = spread_in(&t, name);
-      s.after = spread_in(find_table(after.single_stream, t.benchmark), name);
-      if (s.before && s.after) {
-        s.change = compare_spreads(*s.after, *s.before);
-      }
-      s.verdict = s.change ? verdict_of(*s.change) : Verdict::not_measured;
+      const auto* after_table = find_table(after.single_stream, t.benchmark);
+      const SingleStreamRow* rb = row_in(&t, name);
+      const SingleStreamRow* ra = row_in(after_table, name);
+      s.before = rb != nullptr ? rb->tok_s : std::nullopt;
+      s.after = ra != nullptr ? ra->tok_s : std::nullopt;
+      // A variant's own noise is its run's A/A: the baseline against its repeat.
+      auto aa = [&](const SingleStreamTable* table, const Report& r) -> std::optional<double> {
+        const SingleStreamRow* row = r.repeat.empty() ? nullptr : row_in(table, r.repeat);
+        return row != nullptr ? noise_of(row->speedup) : std::nullopt;
+      };
+      judge_change(s, rb != nullptr ? rb->refused : "", ra != nullptr ? ra->refused : "", s.before, s.after,
+                   wider(aa(&t, before), aa(after_table, after)));
       change.single_stream.push_back(s);
     }
     for (const auto& t : before.levels) {
@@ -180,10 +218,12 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
           l.after_tok_s = fa->tok_s;
           l.after_ttft_p99_ms = fa->ttft_p99_ms;
         }
-        if (l.before_tok_s && l.after_tok_s && *l.before_tok_s > 0) {
-          l.change = *l.after_tok_s / *l.before_tok_s;
-          l.verdict = verdict_of(Ratio{*l.change, std::nullopt, std::nullopt});
-        }
+        auto aa = [&](const LevelsTable* table, const Report& r) -> std::optional<double> {
+          const LevelFigures* f = r.repeat.empty() ? nullptr : level_in(table, r.repeat, level);
+          return f != nullptr ? noise_of(f->speedup) : std::nullopt;
+        };
+        judge_change(l, fb != nullptr ? fb->refused : "", fa != nullptr ? fa->refused : "", l.before_tok_s,
+                     l.after_tok_s, wider(aa(&t, before), aa(other_table, after)));
         change.levels.push_back(l);
       }
     }
@@ -221,7 +261,7 @@ std::string compare_markdown(const Comparison& c) {
       const auto& s = v.single_stream[i];
       table.add_row({v.variant, spread_text(s.before), spread_text(s.after),
                      detail::times(s.change ? std::optional(s.change->value) : std::nullopt),
-                     detail::interval(s.change), std::string(verdict_name(s.verdict))});
+                     detail::interval(s.change), detail::verdict_text(s.verdict, s.why)});
     }
     out += fmt::format("\n## {} (single stream)\n\n{}", first.single_stream[i].benchmark, table.markdown());
   }
@@ -243,9 +283,9 @@ std::string compare_markdown(const Comparison& c) {
       std::vector<std::string> ttft_cells = {v.variant};
       for (std::size_t i = at; i < end; ++i) {
         const auto& l = v.levels[i];
-        std::string mark = l.verdict == Verdict::slower ? " slower" : l.verdict == Verdict::faster ? " faster" : "";
-        tok_cells.push_back(l.change ? fmt::format("{} → {} ({}{})", fixed(l.before_tok_s, 1), fixed(l.after_tok_s, 1),
-                                                   detail::times(l.change), mark)
+        tok_cells.push_back(l.change ? fmt::format("{} → {} ({} {})", fixed(mean_of(l.before_tok_s), 1),
+                                                   fixed(mean_of(l.after_tok_s), 1), detail::ratio_text(l.change),
+                                                   detail::verdict_text(l.verdict, l.why))
                                      : "-");
         ttft_cells.push_back(l.before_ttft_p99_ms || l.after_ttft_p99_ms
                                  ? fmt::format("{} → {}", fixed(l.before_ttft_p99_ms, 1), fixed(l.after_ttft_p99_ms, 1))
@@ -254,9 +294,10 @@ std::string compare_markdown(const Comparison& c) {
       tok.add_row(std::move(tok_cells));
       ttft.add_row(std::move(ttft_cells));
     }
-    out += fmt::format("\n## {}\n\nOutput tok/s, before → after (after / before; slower or faster beyond ±{:g}%):\n\n{}"
+    out += fmt::format("\n## {}\n\nOutput tok/s, before → after (after / before [95% CI], verdict: slower or faster "
+                       "only outside the interval and the A/A noise):\n\n{}"
                        "\nTTFT p99 ms, before → after:\n\n{}",
-                       first.levels[at].benchmark, k_noise_pct, tok.markdown(), ttft.markdown());
+                       first.levels[at].benchmark, tok.markdown(), ttft.markdown());
     at = end;
   }
   return out;
@@ -273,13 +314,12 @@ std::string compare_csv(const Comparison& c) {
     }
     out += s + "\n";
   };
+  auto part = [&](const std::optional<Spread>& x) {
+    return std::vector<std::string>{num(x ? std::optional(x->mean) : std::nullopt),
+                                    num(x ? std::optional(x->stdev) : std::nullopt), x ? fmt::format("{}", x->n) : ""};
+  };
   for (const auto& v : c.variants) {
     for (const auto& s : v.single_stream) {
-      auto part = [&](const std::optional<Spread>& x) {
-        return std::vector<std::string>{num(x ? std::optional(x->mean) : std::nullopt),
-                                        num(x ? std::optional(x->stdev) : std::nullopt),
-                                        x ? fmt::format("{}", x->n) : ""};
-      };
       auto b = part(s.before);
       auto a = part(s.after);
       line({v.variant, v.before_status, v.after_status, s.benchmark, "", "output_tok_s", b[0], b[1], b[2], a[0], a[1],
@@ -288,8 +328,11 @@ std::string compare_csv(const Comparison& c) {
             std::string(verdict_name(s.verdict))});
     }
     for (const auto& l : v.levels) {
+      auto b = part(l.before_tok_s);
+      auto a = part(l.after_tok_s);
       line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "output_tok_s",
-            num(l.before_tok_s), "", "", num(l.after_tok_s), "", "", num(l.change), "", "",
+            b[0], b[1], b[2], a[0], a[1], a[2], num(l.change ? std::optional(l.change->value) : std::nullopt),
+            num(l.change ? l.change->low : std::nullopt), num(l.change ? l.change->high : std::nullopt),
             std::string(verdict_name(l.verdict))});
       line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "ttft_p99_ms",
             num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
@@ -303,7 +346,7 @@ std::string compare_json(const Comparison& c) {
   auto spread = [](const std::optional<Spread>& s) {
     return s ? ojson{{"mean", s->mean}, {"stdev", s->stdev}, {"n", s->n}} : ojson(nullptr);
   };
-  ojson out = {{"format", "specctl-comparison"}, {"version", 1},           {"experiment", c.experiment},
+  ojson out = {{"format", "specctl-comparison"}, {"version", 2},           {"experiment", c.experiment},
                {"before", c.before_dir},          {"after", c.after_dir},   {"regressed", c.regressed()},
                {"notes", c.notes},                {"variants", ojson::array()}};
   for (const auto& v : c.variants) {
@@ -317,16 +360,20 @@ std::string compare_json(const Comparison& c) {
            {"change", s.change ? ojson{{"value", s.change->value}, {"ci95_low", num(s.change->low)},
                                        {"ci95_high", num(s.change->high)}}
                                : ojson(nullptr)},
-           {"verdict", verdict_name(s.verdict)}});
+           {"verdict", verdict_name(s.verdict)},
+           {"why", s.why}});
     }
     for (const auto& l : v.levels) {
       j["levels"].push_back({{"benchmark", l.benchmark},
                              {"axis", l.rate ? "rate" : "concurrency"},
                              {"level", l.level},
-                             {"before_tok_s", num(l.before_tok_s)},
-                             {"after_tok_s", num(l.after_tok_s)},
-                             {"change", num(l.change)},
+                             {"before_tok_s", spread(l.before_tok_s)},
+                             {"after_tok_s", spread(l.after_tok_s)},
+                             {"change", l.change ? ojson{{"value", l.change->value}, {"ci95_low", num(l.change->low)},
+                                                         {"ci95_high", num(l.change->high)}}
+                                                 : ojson(nullptr)},
                              {"verdict", verdict_name(l.verdict)},
+                             {"why", l.why},
                              {"before_ttft_p99_ms", num(l.before_ttft_p99_ms)},
                              {"after_ttft_p99_ms", num(l.after_ttft_p99_ms)}});
     }

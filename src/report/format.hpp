@@ -18,8 +18,23 @@ std::string fixed(std::optional<double> value, int decimals);
 std::string times(std::optional<double> ratio);
 // "[1.01, 1.07]", or "-" without an interval.
 std::string interval(const std::optional<Ratio>& ratio);
-// "c10 (≈3)", "faster at all levels", "never faster", "faster at some levels", "-".
+// "faster up to c5, inconclusive at c10, slower from c30 (1.00× at ≈18)",
+// "faster at all levels", "one sample per level: no verdict", or "-".
 std::string crossover_text(const LevelsTable& table, const Crossover& crossover);
+// "faster", "one sample", "inconclusive: within the A/A noise (±3.1%)",
+// "not measured: 18 of 20 requests failed (90%, more than 5%)".
+std::string verdict_text(Verdict verdict, const std::string& why);
+// "1234.5 ± 12.3" with 2+ samples, "1234.5" with one, "-" with none.
+std::string spread_text(const std::optional<Spread>& spread, int decimals = 1);
+// " (2 of 30 failed)" when a request failed, else "".
+std::string failed_text(const Counts& counts);
+// "1.17× [1.10, 1.24]", "0.98×", or "-".
+std::string ratio_text(const std::optional<Ratio>& ratio);
+// Where a table's figures came from and how many samples each has, one line.
+std::string sources_text(const SingleStreamTable& table);
+std::string sources_text(const LevelsTable& table);
+// The terms the report uses, defined: (term, definition).
+const std::vector<std::pair<std::string, std::string>>& glossary();
 // "passed: 3/3 variants ok, 2/2 expectations reproduced" or "FAILED: ...".
 std::string verdict_line(const Report& report);
 // "+1.2%", or "-".

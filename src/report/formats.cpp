@@ -20,14 +20,14 @@ std::string csv_number(std::optional<double> value) { return value ? fmt::format
 
 struct CsvRow {
   std::string section, variant, status, benchmark, level, metric;
-  std::optional<double> value, stdev, n, speedup, ci_low, ci_high;
-  std::string verdict;
+  std::optional<double> value, stdev, n, completed, failed, speedup, ci_low, ci_high;
+  std::string verdict, why;
   std::optional<double> expected, tolerance_pct, delta_pct;
   std::string reproduced, reason;
 };
 
-const char* const k_csv_header = "section,variant,status,benchmark,level,metric,value,stdev,n,speedup,ci_low,ci_high,"
-                                 "verdict,expected,tolerance_pct,delta_pct,reproduced,reason\n";
+const char* const k_csv_header = "section,variant,status,benchmark,level,metric,value,stdev,n,completed,failed,speedup,"
+                                 "ci_low,ci_high,verdict,why,expected,tolerance_pct,delta_pct,reproduced,reason\n";
 
 std::string csv_line(const CsvRow& r) {
   std::vector<std::string> cells = {r.section,
@@ -39,10 +39,13 @@ std::string csv_line(const CsvRow& r) {
                                     csv_number(r.value),
                                     csv_number(r.stdev),
                                     csv_number(r.n),
+                                    csv_number(r.completed),
+                                    csv_number(r.failed),
                                     csv_number(r.speedup),
                                     csv_number(r.ci_low),
                                     csv_number(r.ci_high),
                                     r.verdict,
+                                    r.why,
                                     csv_number(r.expected),
                                     csv_number(r.tolerance_pct),
                                     csv_number(r.delta_pct),
@@ -68,6 +71,29 @@ CsvRow csv_row(std::string section, std::string variant, std::string status, std
   return row;
 }
 
+void put_spread(CsvRow& row, const std::optional<Spread>& spread) {
+  if (spread) {
+    row.value = spread->mean;
+    row.stdev = spread->stdev;
+    row.n = spread->n;
+  }
+}
+
+void put_judgement(CsvRow& row, const std::optional<Ratio>& ratio, Verdict verdict, const std::string& why,
+                   const Counts& counts) {
+  if (ratio) {
+    row.speedup = ratio->value;
+    row.ci_low = ratio->low;
+    row.ci_high = ratio->high;
+  }
+  row.verdict = verdict_name(verdict);
+  row.why = why;
+  if (counts.requests > 0) {
+    row.completed = counts.completed;
+    row.failed = counts.failed;
+  }
+}
+
 std::string status_of(const Report& r, const std::string& variant) {
   for (const auto& v : r.variants) {
     if (v.name == variant) {
@@ -90,20 +116,23 @@ ojson ratio_json(const std::optional<Ratio>& ratio) {
   return {{"value", ratio->value}, {"ci95_low", optional_number(ratio->low)}, {"ci95_high", optional_number(ratio->high)}};
 }
 
-std::string_view crossover_kind(Crossover::Kind kind) {
-  switch (kind) {
-  case Crossover::Kind::none:
-    return "none";
-  case Crossover::Kind::always_faster:
-    return "always_faster";
-  case Crossover::Kind::never_faster:
-    return "never_faster";
-  case Crossover::Kind::crosses:
-    return "crosses";
-  case Crossover::Kind::mixed:
-    return "mixed";
+ojson spread_json(const std::optional<Spread>& spread) {
+  if (!spread) {
+    return nullptr;
   }
-  return "none";
+  return {{"mean", optional_number(spread->mean)}, {"stdev", optional_number(spread->stdev)}, {"n", spread->n}};
+}
+
+ojson counts_json(const Counts& counts) {
+  return {{"requests", counts.requests},
+          {"completed", counts.completed},
+          {"failed", counts.failed},
+          {"error_rate", counts.requests > 0 ? ojson(counts.error_rate()) : ojson(nullptr)}};
+}
+
+ojson sources_json(const Sources& sources) {
+  return {{"accept_length", sources.accept_length.empty() ? ojson(nullptr) : ojson(sources.accept_length)},
+          {"tokens", sources.tokens.empty() ? ojson(nullptr) : ojson(sources.tokens)}};
 }
 
 } // namespace
@@ -119,17 +148,8 @@ std::string to_csv(const Report& r) {
     for (const auto& row : t.rows) {
       CsvRow c = csv_row("single_stream", row.variant, status_of(r, row.variant), t.benchmark, "", "output_tok_s",
                          std::nullopt);
-      if (row.tok_s) {
-        c.value = row.tok_s->mean;
-        c.stdev = row.tok_s->stdev;
-        c.n = row.tok_s->n;
-      }
-      if (row.speedup) {
-        c.speedup = row.speedup->value;
-        c.ci_low = row.speedup->low;
-        c.ci_high = row.speedup->high;
-      }
-      c.verdict = verdict_name(row.verdict);
+      put_spread(c, row.tok_s);
+      put_judgement(c, row.speedup, row.verdict, row.why, row.counts);
       out += csv_line(c);
       for (auto [metric, value] : {std::pair{"accept_length", row.accept_length}, std::pair{"ttft_ms", row.ttft_ms},
                                    std::pair{"tpot_ms", row.tpot_ms}}) {
@@ -147,8 +167,8 @@ std::string to_csv(const Report& r) {
                               t.label(i), "", std::nullopt);
         CsvRow tok = base;
         tok.metric = "output_tok_s";
-        tok.value = f.tok_s;
-        tok.speedup = f.speedup;
+        put_spread(tok, f.tok_s);
+        put_judgement(tok, f.speedup, f.verdict, f.why, f.counts);
         out += csv_line(tok);
         for (auto [metric, value] : {std::pair{"ttft_p50_ms", f.ttft_p50_ms}, std::pair{"ttft_p99_ms", f.ttft_p99_ms},
                                      std::pair{"tpot_p50_ms", f.tpot_p50_ms}, std::pair{"tpot_p99_ms", f.tpot_p99_ms},
@@ -170,6 +190,12 @@ std::string to_csv(const Report& r) {
       }
     }
   }
+  for (const auto& n : r.noise) {
+    CsvRow c = csv_row("noise", r.repeat, status_of(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
+    c.expected = n.first;
+    c.delta_pct = n.difference_pct;
+    out += csv_line(c);
+  }
   for (const auto& e : r.expectations) {
     CsvRow c = csv_row("expectation", e.variant, status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
     c.expected = e.expected;
@@ -184,12 +210,14 @@ std::string to_csv(const Report& r) {
 std::string to_json(const Report& r) {
   ojson out;
   out["format"] = "specctl-report";
-  out["version"] = 1;
+  out["version"] = 2;
   out["experiment"] = r.experiment;
   out["description"] = r.description;
   out["started"] = r.started;
   out["specctl_version"] = r.specctl_version;
   out["baseline"] = r.baseline.empty() ? ojson(nullptr) : ojson(r.baseline);
+  out["repeat"] = r.repeat.empty() ? ojson(nullptr) : ojson(r.repeat);
+  out["max_failed_pct"] = r.max_failed_pct;
   out["passed"] = r.passed();
   out["notes"] = r.notes;
   out["variants"] = ojson::array();
@@ -204,6 +232,7 @@ std::string to_json(const Report& r) {
                                {"load_s", optional_number(v.load_s)},
                                {"duration_s", optional_number(v.duration_s)},
                                {"accept_length", optional_number(v.accept_length)},
+                               {"repeat_of", v.repeat_of.empty() ? ojson(nullptr) : ojson(v.repeat_of)},
                                {"flags", v.flags}});
   }
   out["single_stream"] = ojson::array();
@@ -211,17 +240,18 @@ std::string to_json(const Report& r) {
     ojson rows = ojson::array();
     for (const auto& row : t.rows) {
       rows.push_back({{"variant", row.variant},
-                      {"output_tok_s", row.tok_s ? ojson{{"mean", row.tok_s->mean},
-                                                         {"stdev", row.tok_s->stdev},
-                                                         {"n", row.tok_s->n}}
-                                                 : ojson(nullptr)},
+                      {"output_tok_s", spread_json(row.tok_s)},
+                      {"requests", counts_json(row.counts)},
                       {"speedup", ratio_json(row.speedup)},
                       {"verdict", verdict_name(row.verdict)},
+                      {"why", row.why},
                       {"accept_length", optional_number(row.accept_length)},
                       {"ttft_ms", optional_number(row.ttft_ms)},
-                      {"tpot_ms", optional_number(row.tpot_ms)}});
+                      {"tpot_ms", optional_number(row.tpot_ms)},
+                      {"sources", sources_json(row.sources)}});
     }
-    out["single_stream"].push_back({{"benchmark", t.benchmark}, {"spec", t.spec}, {"rows", rows}});
+    out["single_stream"].push_back(
+        {{"benchmark", t.benchmark}, {"spec", t.spec}, {"sources", detail::sources_text(t)}, {"rows", rows}});
   }
   out["levels"] = ojson::array();
   for (const auto& t : r.levels) {
@@ -231,26 +261,38 @@ std::string to_json(const Report& r) {
       for (std::size_t i = 0; i < t.levels.size(); ++i) {
         const auto& f = row.levels[i];
         levels.push_back({{"level", t.levels[i]},
-                          {"output_tok_s", optional_number(f.tok_s)},
-                          {"speedup", optional_number(f.speedup)},
+                          {"label", t.label(i)},
+                          {"output_tok_s", spread_json(f.tok_s)},
+                          {"requests", counts_json(f.counts)},
+                          {"speedup", ratio_json(f.speedup)},
+                          {"verdict", verdict_name(f.verdict)},
+                          {"why", f.why},
                           {"ttft_p50_ms", optional_number(f.ttft_p50_ms)},
                           {"ttft_p99_ms", optional_number(f.ttft_p99_ms)},
                           {"tpot_p50_ms", optional_number(f.tpot_p50_ms)},
                           {"tpot_p99_ms", optional_number(f.tpot_p99_ms)},
-                          {"accept_length", optional_number(f.accept_length)}});
+                          {"accept_length", optional_number(f.accept_length)},
+                          {"sources", sources_json(f.sources)}});
+      }
+      ojson runs = ojson::array();
+      for (const auto& run : row.crossover.runs) {
+        runs.push_back({{"verdict", verdict_name(run.verdict)},
+                        {"from", t.levels[run.first]},
+                        {"to", t.levels[run.last]}});
       }
       rows.push_back({{"variant", row.variant},
                       {"levels", levels},
                       {"crossover",
-                       {{"kind", crossover_kind(row.crossover.kind)},
-                        {"last_faster", optional_number(row.crossover.last_faster)},
-                        {"first_not_faster", optional_number(row.crossover.first_not_faster)},
+                       {{"text", detail::crossover_text(t, row.crossover)},
+                        {"runs", runs},
                         {"estimate", optional_number(row.crossover.estimate)}}}});
     }
     out["levels"].push_back({{"benchmark", t.benchmark},
                              {"spec", t.spec},
                              {"axis", t.rate ? "rate" : "concurrency"},
                              {"levels", t.levels},
+                             {"repeats", t.repeats},
+                             {"sources", detail::sources_text(t)},
                              {"rows", rows}});
   }
   out["commands"] = ojson::array();
@@ -264,6 +306,19 @@ std::string to_json(const Report& r) {
       rows.push_back({{"variant", variant}, {"metrics", metrics}});
     }
     out["commands"].push_back({{"benchmark", t.benchmark}, {"spec", t.spec}, {"rows", rows}});
+  }
+  out["noise"] = ojson::array();
+  for (const auto& n : r.noise) {
+    out["noise"].push_back({{"benchmark", n.benchmark},
+                            {"level", n.level.empty() ? ojson(nullptr) : ojson(n.level)},
+                            {"metric", n.metric},
+                            {"first", optional_number(n.first)},
+                            {"again", optional_number(n.again)},
+                            {"difference_pct", optional_number(n.difference_pct)}});
+  }
+  out["glossary"] = ojson::object();
+  for (const auto& [term, definition] : detail::glossary()) {
+    out["glossary"][term] = definition;
   }
   out["expectations"] = ojson::array();
   for (const auto& e : r.expectations) {

@@ -49,6 +49,9 @@ h3 { margin: 1.25rem 0 .4rem; font-size: 1.05rem; }
 dl.meta { display: grid; grid-template-columns: max-content auto; gap: .1rem 1rem; margin: .75rem 0; }
 dl.meta dt { font-weight: 600; }
 dl.meta dd { margin: 0; }
+p.sources { color: var(--muted); font-size: .85em; margin: .25rem 0 1rem; }
+dl.glossary dt { font-weight: 600; margin-top: .4rem; }
+dl.glossary dd { margin: 0 0 0 1rem; }
 .result-passed { color: var(--good); font-weight: 600; }
 .result-failed { color: var(--bad); font-weight: 600; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: tabular-nums; }
@@ -172,8 +175,10 @@ public:
     for (const auto& table : m_report.commands) {
       commands(table);
     }
+    noise();
     expectations();
     load_times();
+    glossary();
     m_out += "</main>\n</body>\n</html>\n";
     return std::move(m_out);
   }
@@ -280,8 +285,8 @@ private:
   void single_stream(const SingleStreamTable& table) {
     heading("Single stream: " + table.benchmark, table.spec);
     m_out += "<table class=\"single-stream\">\n<thead><tr>" + th("Variant") + th("Output tok/s", "num") +
-             th("Speedup [95% CI]", "num") + th("Verdict") + th("Accept length", "num") + th("TTFT (ms)", "num") +
-             th("TPOT (ms)", "num") + "</tr></thead>\n<tbody>\n";
+             th("Failed", "num") + th("Speedup [95% CI]", "num") + th("Verdict") + th("Accept length", "num") +
+             th("TTFT (ms)", "num") + th("TPOT (ms)", "num") + "</tr></thead>\n<tbody>\n";
     svg::BarChart chart{.title = "Single-stream output tokens per second, " + table.benchmark,
                         .y_label = "output tok/s (mean \u00b1 stdev)",
                         .unit = "tok/s",
@@ -296,27 +301,20 @@ private:
         stdev = present(row.tok_s->stdev);
         tok_s = num(mean, 1) + " \u00b1 " + num(stdev.value_or(0), 1) + " (" + std::to_string(row.tok_s->n) + ")";
       }
-      std::string speedup = "-";
-      if (row.speedup && std::isfinite(row.speedup->value)) {
-        Ratio ratio = *row.speedup;
-        ratio.low = present(ratio.low);
-        ratio.high = present(ratio.high);
-        speedup = detail::times(ratio.value);
-        if (ratio.low && ratio.high) {
-          speedup += " " + detail::interval(ratio);
-        }
-      }
+      const std::string failed = row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-";
       const std::string verdict(verdict_name(row.verdict));
-      m_out += "<tr>" + variant_cell(row.variant) + td(tok_s, "num") + td(escape(speedup), "num") +
-               td(escape(verdict), "verdict-" + util::slug(verdict)) + td(num(row.accept_length, 2), "num") +
-               td(num(row.ttft_ms, 1), "num") + td(num(row.tpot_ms, 2), "num") + "</tr>\n";
+      m_out += "<tr>" + variant_cell(row.variant) + td(tok_s, "num") +
+               td(failed, row.counts.failed > 0 ? "num bad" : "num") + td(escape(detail::ratio_text(row.speedup)), "num") +
+               td(escape(detail::verdict_text(row.verdict, row.why)), "verdict-" + util::slug(verdict)) +
+               td(num(row.accept_length, 2), "num") + td(num(row.ttft_ms, 1), "num") + td(num(row.tpot_ms, 2), "num") +
+               "</tr>\n";
       chart.bars.push_back({.label = row.variant,
                             .value = mean,
                             .error = stdev,
                             .missing_note = missing_note(row.variant),
                             .style = style_of(row.variant)});
     }
-    m_out += "</tbody>\n</table>\n";
+    m_out += "</tbody>\n</table>\n<p class=\"sources\">" + escape(detail::sources_text(table)) + "</p>\n";
     if (svg::has_data(chart)) {
       figure("single-stream", svg::render(chart),
              "Single stream, " + table.benchmark + ": output tok/s per variant, mean with \u00b1 one stdev over runs.");
@@ -342,24 +340,32 @@ private:
     level_head(table, "Variant", "Crossover");
     for (const auto& row : table.rows) {
       const bool compared = std::any_of(row.levels.begin(), row.levels.end(),
-                                        [](const LevelFigures& f) { return present(f.speedup).has_value(); });
+                                        [](const LevelFigures& f) { return f.speedup.has_value(); });
       m_out += "<tr>" + variant_cell(row.variant);
       for (const auto& figures : row.levels) {
-        m_out += td(num(figures.tok_s, 1), "num");
+        std::string cell = escape(detail::spread_text(figures.tok_s));
+        if (figures.counts.failed > 0) {
+          cell += "<span class=\"bad\">" + escape(detail::failed_text(figures.counts)) + "</span>";
+        }
+        m_out += td(cell, "num");
       }
       m_out += "<td" + std::string(compared ? " rowspan=\"2\"" : "") + ">" +
                escape(detail::crossover_text(table, row.crossover)) + "</td></tr>\n";
       if (compared) {
         m_out += "<tr class=\"speedup\"><td>speedup</td>";
         for (const auto& figures : row.levels) {
-          const auto speedup = present(figures.speedup);
-          const std::string css = !speedup ? "num" : *speedup >= 1 ? "num good" : "num bad";
-          m_out += td(escape(detail::times(speedup)), css);
+          // Colour only where there is a verdict: one sample, noise or failures leave the ratio grey.
+          const std::string css = figures.verdict == Verdict::faster  ? "num good"
+                                  : figures.verdict == Verdict::slower ? "num bad"
+                                                                       : "num";
+          const std::string verdict = detail::verdict_text(figures.verdict, figures.why);
+          m_out += "<td class=\"" + css + "\" title=\"" + escape(verdict) + "\">" +
+                   escape(detail::ratio_text(figures.speedup)) + "<br><small>" + escape(verdict) + "</small></td>";
         }
         m_out += "</tr>\n";
       }
     }
-    m_out += "</tbody>\n</table>\n";
+    m_out += "</tbody>\n</table>\n<p class=\"sources\">" + escape(detail::sources_text(table)) + "</p>\n";
     latency_table(table, "TTFT (ms)", &LevelFigures::ttft_p50_ms, &LevelFigures::ttft_p99_ms, 1);
     latency_table(table, "TPOT (ms)", &LevelFigures::tpot_p50_ms, &LevelFigures::tpot_p99_ms, 2);
     accept_table(table);
@@ -393,7 +399,8 @@ private:
       p99.dash = svg::Dash::dashed;
       p99.in_legend = false;
       for (std::size_t i = 0; i < row.levels.size() && i < table.levels.size(); ++i) {
-        tok_s.points.push_back({table.levels[i], present(row.levels[i].tok_s)});
+        const auto& spread = row.levels[i].tok_s;
+        tok_s.points.push_back({table.levels[i], spread ? present(spread->mean) : std::nullopt});
         p50.points.push_back({table.levels[i], present(row.levels[i].ttft_p50_ms)});
         p99.points.push_back({table.levels[i], present(row.levels[i].ttft_p99_ms)});
       }
@@ -500,6 +507,32 @@ private:
                (row.reproduced ? td("yes", "good") : td("no", "bad")) + "</tr>\n";
     }
     m_out += "</tbody>\n</table>\n";
+  }
+
+  void noise() {
+    if (m_report.noise.empty()) {
+      return;
+    }
+    m_out += "<h2>Noise (A/A)</h2>\n<p>The baseline <strong>" + escape(m_report.baseline) +
+             "</strong> measured again as <strong>" + escape(m_report.repeat) +
+             "</strong>: a variant whose difference from the baseline is within this one's is inconclusive.</p>\n";
+    m_out += "<table class=\"noise\">\n<thead><tr>" + th("Benchmark") + th("Level") + th("Metric") +
+             th(m_report.baseline, "num") + th(m_report.repeat, "num") + th("Difference", "num") +
+             "</tr></thead>\n<tbody>\n";
+    for (const auto& row : m_report.noise) {
+      m_out += "<tr>" + td(escape(row.benchmark)) + td(escape(row.level.empty() ? "-" : row.level)) +
+               td(escape(row.metric)) + td(num(row.first, 2), "num") + td(num(row.again, 2), "num") +
+               td(escape(detail::percent(present(row.difference_pct))), "num") + "</tr>\n";
+    }
+    m_out += "</tbody>\n</table>\n";
+  }
+
+  void glossary() {
+    m_out += "<h2>Glossary</h2>\n<dl class=\"glossary\">\n";
+    for (const auto& [term, definition] : detail::glossary()) {
+      m_out += "<dt>" + escape(term) + "</dt><dd>" + escape(definition) + "</dd>\n";
+    }
+    m_out += "</dl>\n";
   }
 
   void load_times() {

@@ -17,7 +17,8 @@ std::string variants_section(const Report& r) {
                    {"reason"}});
   for (const auto& v : r.variants) {
     table.add_row({v.name, v.status, v.host.empty() ? "-" : v.host,
-                   fixed(v.load_s, 1), fixed(v.accept_length, 2), v.reason});
+                   fixed(v.load_s, 1), fixed(v.accept_length, 2),
+                   v.reason.empty() && !v.repeat_of.empty() ? fmt::format("A/A: repeats {}", v.repeat_of) : v.reason});
   }
   return "## Variants\n\n" + table.markdown();
 }
@@ -27,6 +28,7 @@ std::string single_stream_section(const SingleStreamTable& t) {
                    {"tok/s", Align::right},
                    {"± stdev", Align::right},
                    {"n", Align::right},
+                   {"failed", Align::right},
                    {"speedup", Align::right},
                    {"95% CI", Align::right},
                    {"verdict"},
@@ -38,12 +40,14 @@ std::string single_stream_section(const SingleStreamTable& t) {
     table.add_row({row.variant, fixed(measured ? std::optional(row.tok_s->mean) : std::nullopt, 1),
                    fixed(measured ? std::optional(row.tok_s->stdev) : std::nullopt, 1),
                    measured ? fmt::format("{}", row.tok_s->n) : "-",
+                   row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-",
                    row.verdict == Verdict::baseline ? "1.00×" : detail::times(row.speedup ? std::optional(row.speedup->value)
                                                                                          : std::nullopt),
-                   detail::interval(row.speedup), std::string(verdict_name(row.verdict)), fixed(row.accept_length, 2),
-                   fixed(row.ttft_ms, 1), fixed(row.tpot_ms, 2)});
+                   detail::interval(row.speedup), detail::verdict_text(row.verdict, row.why),
+                   fixed(row.accept_length, 2), fixed(row.ttft_ms, 1), fixed(row.tpot_ms, 2)});
   }
-  return fmt::format("## {} (single stream)\n\n{}\n\n{}", t.benchmark, t.spec, table.markdown());
+  return fmt::format("## {} (single stream)\n\n{}\n\n{}\n{}", t.benchmark, t.spec, table.markdown(),
+                     detail::sources_text(t));
 }
 
 // A table of variants × levels whose cells `cell` writes.
@@ -76,10 +80,17 @@ std::string level_grid(const LevelsTable& t, const std::string& title, Cell cell
 
 std::string levels_section(const Report& r, const LevelsTable& t) {
   std::string out = fmt::format("## {} ({})\n\n{}\n\n", t.benchmark, t.rate ? "request rate" : "concurrency", t.spec);
-  out += level_grid(t, "Output tok/s", [](const LevelFigures& f) { return fixed(f.tok_s, 1); }, !r.baseline.empty());
+  out += level_grid(
+      t, t.repeats > 1 ? "Output tok/s (mean ± stdev over repeats)" : "Output tok/s",
+      [](const LevelFigures& f) { return detail::spread_text(f.tok_s) + detail::failed_text(f.counts); },
+      !r.baseline.empty());
   if (!r.baseline.empty()) {
     out += level_grid(
-        t, fmt::format("Speedup vs {}", r.baseline), [](const LevelFigures& f) { return detail::times(f.speedup); },
+        t, fmt::format("Speedup vs {} [95% CI], verdict", r.baseline),
+        [](const LevelFigures& f) {
+          std::string verdict = detail::verdict_text(f.verdict, f.why);
+          return f.speedup ? detail::ratio_text(f.speedup) + " " + verdict : verdict;
+        },
         false, true, r.baseline);
   }
   auto pair = [](std::optional<double> p50, std::optional<double> p99, int decimals) {
@@ -98,8 +109,30 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
   if (any_accept) {
     out += level_grid(t, "Accept length", [](const LevelFigures& f) { return fixed(f.accept_length, 2); });
   }
-  if (out.ends_with("\n\n")) {
-    out.pop_back();
+  out += detail::sources_text(t) + "\n";
+  return out;
+}
+
+std::string noise_section(const Report& r) {
+  TextTable table({{"benchmark"},
+                   {"level"},
+                   {"metric"},
+                   {r.baseline, Align::right},
+                   {r.repeat, Align::right},
+                   {"difference", Align::right}});
+  for (const auto& n : r.noise) {
+    table.add_row({n.benchmark, n.level.empty() ? "-" : n.level, n.metric, fixed(n.first, 2), fixed(n.again, 2),
+                   detail::percent(n.difference_pct)});
+  }
+  return fmt::format("## Noise (A/A)\n\nThe baseline \"{}\" measured again as \"{}\": a variant whose difference from "
+                     "the baseline is within this one's is inconclusive.\n\n{}",
+                     r.baseline, r.repeat, table.markdown());
+}
+
+std::string glossary_section() {
+  std::string out = "## Glossary\n\n";
+  for (const auto& [term, definition] : detail::glossary()) {
+    out += fmt::format("- **{}**: {}\n", term, definition);
   }
   return out;
 }
@@ -193,6 +226,9 @@ std::string to_markdown(const Report& r) {
   for (const auto& t : r.commands) {
     sections.push_back(command_section(t));
   }
+  if (!r.noise.empty()) {
+    sections.push_back(noise_section(r));
+  }
   if (!r.expectations.empty()) {
     sections.push_back(expectations_section(r));
   }
@@ -202,6 +238,7 @@ std::string to_markdown(const Report& r) {
   if (auto flags = flags_section(r); !flags.empty()) {
     sections.push_back(flags);
   }
+  sections.push_back(glossary_section());
   std::string out;
   for (auto& s : sections) {
     while (s.ends_with("\n")) {

@@ -1,6 +1,5 @@
 #include <specctl/report/results.hpp>
 
-#include <specctl/util/text_table.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -18,98 +17,27 @@ std::optional<double> as_number(const nlohmann::json& value) {
   return std::nullopt;
 }
 
-const nlohmann::json* find_level(const nlohmann::json& benchmark, const experiment::Expectation& e) {
-  const auto& levels = dig(benchmark, {"levels"});
-  if (!levels.is_array()) {
-    return nullptr;
-  }
-  for (const auto& level : levels) {
+// The array at j[key], or an empty one.
+const nlohmann::json& array_of(const nlohmann::json& j, std::string_view key) {
+  static const nlohmann::json k_empty = nlohmann::json::array();
+  const auto& at = dig(j, {key});
+  return at.is_array() ? at : k_empty;
+}
+
+// Every measurement (repeat) of the level an expectation is about.
+std::vector<const nlohmann::json*> find_levels(const nlohmann::json& benchmark, const experiment::Expectation& e) {
+  std::vector<const nlohmann::json*> out;
+  for (const auto& level : array_of(benchmark, "levels")) {
     if (!level.is_object()) {
       continue;
     }
     if (e.level && dig(level, {"concurrency"}).is_number_integer() && dig(level, {"concurrency"}) == *e.level) {
-      return &level;
-    }
-    if (auto rate = as_number(dig(level, {"rate"})); e.rate && rate && std::abs(*rate - *e.rate) < 1e-9) {
-      return &level;
-    }
-  }
-  return nullptr;
-}
-
-std::string figure(std::optional<double> value, int decimals = 1) {
-  return value ? fmt::format("{:.{}f}", *value, decimals) : "-";
-}
-
-// One column of the summary: a header and how to read its cell from a result.
-struct Column {
-  std::string header;
-  std::function<std::string(const nlohmann::json&)> cell;
-};
-
-std::vector<Column> summary_columns(const experiment::Experiment& experiment) {
-  std::vector<Column> columns;
-  columns.push_back({"load s", [](const nlohmann::json& r) { return figure(as_number(dig(r, {"load", "load_s"}))); }});
-  bool any_accept = false;
-  for (const auto& b : experiment.benchmarks) {
-    std::string name = b.name;
-    switch (b.kind) {
-    case experiment::BenchmarkKind::single_stream:
-      columns.push_back({name + " tok/s", [name](const nlohmann::json& r) {
-                           const auto& m = dig(r, {"benchmarks", name, "metrics"});
-                           auto mean = as_number(dig(m, {"output_tok_s"}));
-                           auto sd = as_number(dig(m, {"output_tok_s_stdev"}));
-                           if (!mean) {
-                             return std::string("-");
-                           }
-                           return sd ? fmt::format("{:.1f} ± {:.1f}", *mean, *sd) : fmt::format("{:.1f}", *mean);
-                         }});
-      any_accept = true;
-      break;
-    case experiment::BenchmarkKind::concurrency:
-    case experiment::BenchmarkKind::rate: {
-      bool rate = b.kind == experiment::BenchmarkKind::rate;
-      std::size_t count = rate ? b.rates.size() : b.levels.size();
-      for (std::size_t i = 0; i < count; ++i) {
-        std::string header =
-            rate ? fmt::format("{} {:g}/s", name, b.rates[i]) : fmt::format("{} c{}", name, b.levels[i]);
-        columns.push_back({header, [name, i](const nlohmann::json& r) {
-                             const auto& levels = dig(r, {"benchmarks", name, "levels"});
-                             if (!levels.is_array() || i >= levels.size()) {
-                               return std::string("-");
-                             }
-                             return figure(as_number(dig(levels[i], {"metrics", "output_tok_s"})));
-                           }});
-      }
-      any_accept = true;
-      break;
-    }
-    case experiment::BenchmarkKind::command:
-      for (const auto& x : b.extract) {
-        std::string metric = x.metric;
-        columns.push_back({name + " " + metric, [name, metric](const nlohmann::json& r) {
-                             return figure(as_number(dig(r, {"benchmarks", name, "metrics", metric})), 2);
-                           }});
-      }
-      break;
+      out.push_back(&level);
+    } else if (auto rate = as_number(dig(level, {"rate"})); e.rate && rate && std::abs(*rate - *e.rate) < 1e-9) {
+      out.push_back(&level);
     }
   }
-  if (any_accept) {
-    columns.push_back({"accept len", [](const nlohmann::json& r) {
-                         // The first benchmark that saw the server report it.
-                         const auto& benchmarks = dig(r, {"benchmarks"});
-                         if (!benchmarks.is_object()) {
-                           return std::string("-");
-                         }
-                         for (const auto& [name, b] : benchmarks.items()) {
-                           if (auto a = as_number(dig(b, {"metrics", "accept_length"}))) {
-                             return fmt::format("{:.2f}", *a);
-                           }
-                         }
-                         return std::string("-");
-                       }});
-  }
-  return columns;
+  return out;
 }
 
 } // namespace
@@ -192,6 +120,14 @@ nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
       {"e2e_ms", finite_or_null(level.e2e_ms.mean)},
       {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
       {"decode_tok_s", finite_or_null(decode_runs > 0 ? decode_sum / decode_runs : NAN)},
+      // The counts behind the figures, and where the tokens came from, so a reader can judge them.
+      {"requests", level.requests},
+      {"completed", level.completed},
+      {"failed", level.failed},
+      {"prompt_tokens", level.prompt_tokens >= 0 ? nlohmann::json(level.prompt_tokens) : nlohmann::json(nullptr)},
+      {"cached_tokens",
+       level.cached_prompt_tokens >= 0 ? nlohmann::json(level.cached_prompt_tokens) : nlohmann::json(nullptr)},
+      {"token_source", bench::token_source(level)},
   };
   if (level.server_tok_s > 0) {
     // The server's own decode speed over the same requests (llama.cpp's timings.predicted_per_second).
@@ -209,6 +145,14 @@ nlohmann::json level_metrics(const bench::LevelResult& level) {
       {"output_tok_s", finite_or_null(level.output_tok_s)},
       {"request_s", finite_or_null(level.request_s)},
       {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
+      // The counts behind the figures, and where the tokens came from, so a reader can judge them.
+      {"requests", level.requests},
+      {"completed", level.completed},
+      {"failed", level.failed},
+      {"prompt_tokens", level.prompt_tokens >= 0 ? nlohmann::json(level.prompt_tokens) : nlohmann::json(nullptr)},
+      {"cached_tokens",
+       level.cached_prompt_tokens >= 0 ? nlohmann::json(level.cached_prompt_tokens) : nlohmann::json(nullptr)},
+      {"token_source", bench::token_source(level)},
   };
   const std::pair<const char*, const bench::Summary*> latencies[] = {
       {"ttft", &level.ttft_ms}, {"tpot", &level.tpot_ms}, {"itl", &level.itl_ms}, {"e2e", &level.e2e_ms}};
@@ -223,76 +167,72 @@ nlohmann::json level_metrics(const bench::LevelResult& level) {
   return out;
 }
 
+std::optional<std::string> too_many_failed(int requests, int failed, double max_failed_pct) {
+  if (requests <= 0 || !(100.0 * failed / requests > max_failed_pct)) {
+    return std::nullopt;
+  }
+  return fmt::format("{} of {} requests failed ({:.3g}%, more than {:g}%)", failed, requests, 100.0 * failed / requests,
+                     max_failed_pct);
+}
+
+Counts& Counts::operator+=(const Counts& other) {
+  requests += other.requests;
+  completed += other.completed;
+  failed += other.failed;
+  return *this;
+}
+
+// The requests behind one level measurement, or a single-stream benchmark's runs.
+Counts counts_of(const nlohmann::json& holder) {
+  const auto& m = dig(holder, {"metrics"});
+  const auto& r = dig(holder, {"result"});
+  auto count = [&](std::string_view what) -> std::optional<int> {
+    for (const auto* at : {&dig(m, {what}), &dig(r, {what}), &dig(r, {"level", what})}) {
+      if (at->is_number()) {
+        return at->get<int>();
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto requests = count("requests")) {
+    return {*requests, count("completed").value_or(0), count("failed").value_or(0)};
+  }
+  Counts out;
+  for (const auto& run : array_of(dig(holder, {"result"}), "runs")) {
+    ++out.requests;
+    ++(dig(run, {"ok"}) == true ? out.completed : out.failed);
+  }
+  return out;
+}
+
+// Over every level and repeat of a benchmark (or its runs).
+Counts benchmark_counts(const nlohmann::json& entry) {
+  const auto& levels = array_of(entry, "levels");
+  if (levels.empty()) {
+    return counts_of(entry);
+  }
+  Counts out;
+  for (const auto& level : levels) {
+    out += counts_of(level);
+  }
+  return out;
+}
+
 std::optional<double> find_metric(const nlohmann::json& result, const experiment::Expectation& e) {
   const auto& benchmark = dig(result, {"benchmarks", e.benchmark});
-  const nlohmann::json* holder = &benchmark;
-  if (e.level || e.rate) {
-    holder = find_level(benchmark, e);
-    if (holder == nullptr) {
-      return std::nullopt;
+  if (!e.level && !e.rate) {
+    return as_number(dig(benchmark, {"metrics", e.metric}));
+  }
+  // A level measured several times (repeats): the mean of its measurements.
+  double sum = 0;
+  int n = 0;
+  for (const auto* level : find_levels(benchmark, e)) {
+    if (auto v = as_number(dig(*level, {"metrics", e.metric})); v && std::isfinite(*v)) {
+      sum += *v;
+      ++n;
     }
   }
-  return as_number(dig(*holder, {"metrics", e.metric}));
-}
-
-std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
-                                                                 const nlohmann::json& result) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& c : summary_columns(experiment)) {
-    out.emplace_back(c.header, c.cell(result));
-  }
-  return out;
-}
-
-std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
-                           const std::vector<std::string>& variants) {
-  auto columns = summary_columns(experiment);
-  // Names left-aligned, figures right-aligned.
-  std::vector<util::TableColumn> headers = {{"variant"}, {"status"}};
-  for (const auto& c : columns) {
-    headers.push_back({c.header, util::Align::right});
-  }
-  util::TextTable table(std::move(headers));
-  std::vector<std::string> failures;
-  for (const auto& name : variants) {
-    std::vector<std::string> row = {name};
-    auto result = read_result(paths, name);
-    if (!result) {
-      auto damage = result_damage(paths, name);
-      row.push_back(damage ? "damaged" : "not run");
-      if (damage) {
-        failures.push_back(fmt::format("- {}: {}", name, *damage));
-      }
-      row.resize(columns.size() + 2, "-");
-      table.add_row(std::move(row));
-      continue;
-    }
-    const auto& status_field = dig(*result, {"status"});
-    std::string status = status_field.is_string() ? status_field.get<std::string>() : "?";
-    row.push_back(status);
-    for (const auto& c : columns) {
-      row.push_back(c.cell(*result));
-    }
-    if (status != "ok") {
-      const auto& reason = dig(*result, {"reason"});
-      failures.push_back(fmt::format("- {}: {}", name, reason.is_string() ? reason.get<std::string>() : status));
-    }
-    const auto& flags = dig(*result, {"flags"});
-    for (const auto& flag : flags.is_array() ? flags : nlohmann::json::array()) {
-      if (flag.is_string()) {
-        failures.push_back(fmt::format("- {}: {}", name, flag.get<std::string>()));
-      }
-    }
-    table.add_row(std::move(row));
-  }
-  std::string out = table.markdown();
-  if (!failures.empty()) {
-    out += "\n";
-    for (const auto& f : failures) {
-      out += f + "\n";
-    }
-  }
-  return out;
+  return n > 0 ? std::optional(sum / n) : std::nullopt;
 }
 
 } // namespace specctl::report

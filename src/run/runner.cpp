@@ -29,7 +29,9 @@ using ordered = nlohmann::ordered_json;
 using detail::HostPool;
 using detail::Provenance;
 
-FinishedRow finished_row(const experiment::Experiment& experiment, const json& result) {
+// A finished variant's line, with the cells the final table will show: the
+// report model of the folder as it is now (the baseline may not have finished).
+FinishedRow finished_row(const std::filesystem::path& out_dir, const json& result) {
   FinishedRow row;
   row.variant = result.value("variant", "");
   row.ok = result.value("status", "") == "ok";
@@ -39,12 +41,47 @@ FinishedRow finished_row(const experiment::Experiment& experiment, const json& r
   if (result.contains("load") && result["load"].contains("load_s") && result["load"]["load_s"].is_number()) {
     row.load_s = result["load"]["load_s"].get<double>();
   }
-  for (auto& [column, value] : report::summary_figures(experiment, result)) {
-    if (column != "load s") {
-      row.figures.emplace_back(column, value);
+  try {
+    auto made = report::build_report(report::read_run(out_dir));
+    for (auto& [column, value] : report::terminal_figures(made, row.variant)) {
+      if (column != "load s") {
+        row.figures.emplace_back(column, value);
+      }
     }
+  } catch (const Error&) {
+    // The line goes without figures; the final table says what the folder holds.
   }
   return row;
+}
+
+// A variant that ran to the end but with too many failed requests in a
+// benchmark is failed: its figures stay, --resume measures that benchmark
+// again, and the report refuses its verdicts by the same rule.
+void fail_on_failed_requests(ordered& result, double max_failed_pct) {
+  if (result.value("status", "") != "ok" || !result.contains("benchmarks") || !result["benchmarks"].is_object()) {
+    return;
+  }
+  std::optional<std::string> failed;
+  std::string failed_why;
+  for (const auto& [name, entry] : result["benchmarks"].items()) {
+    if (!entry.is_object() || entry.value("kind", "") == "command") {
+      continue;
+    }
+    auto counts = report::benchmark_counts(json::parse(entry.dump()));
+    if (auto why = report::too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
+      failed = std::string(name);
+      failed_why = *why;
+      break;
+    }
+  }
+  if (!failed) {
+    return;
+  }
+  // Written after the loop: adding keys to `result` may move what the loop looked at.
+  std::string message = failed_why + ": not measured";
+  result["status"] = "failed";
+  result["reason"] = fmt::format("bench {}: {}", *failed, message);
+  result["failure"] = {{"phase", "bench " + *failed}, {"kind", "failed"}, {"message", message}};
 }
 
 void write_or_throw(const std::filesystem::path& path, std::string_view content) {
@@ -157,6 +194,12 @@ std::string write_failure_text(const report::ResultPaths& paths, const std::vect
                      free ? fmt::format(" ({} free now)", util::format_bytes(*free)) : "", paths.dir.string());
 }
 
+// A benchmark of an earlier attempt with more failed requests than the experiment allows: measured again.
+bool too_many_failed(const ordered& entry, double max_failed_pct) {
+  auto counts = report::benchmark_counts(json::parse(entry.dump()));
+  return report::too_many_failed(counts.requests, counts.failed, max_failed_pct).has_value();
+}
+
 // Resuming, what an earlier attempt left of a variant: its result when complete
 // (status ok, or every benchmark measured before a kill or Ctrl-C in the teardown,
 // which is then written as complete), else nullopt, with the benchmarks it did
@@ -192,7 +235,8 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
       const auto* spec = experiment.find_benchmark(bench);
       if (kept["benchmarks"].contains(bench) && kept["benchmarks"][bench].is_object() && spec != nullptr &&
           kept["benchmarks"][bench].value("status", "") == "ok" &&
-          kept["benchmarks"][bench].value("spec", "") == spec->describe()) {
+          kept["benchmarks"][bench].value("spec", "") == spec->describe() &&
+          !too_many_failed(kept["benchmarks"][bench], experiment.report.max_failed_pct)) {
         done[bench] = kept["benchmarks"][bench];
       }
     }
@@ -421,7 +465,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
         ++outcome.kept;
         ++outcome.ok;
         journal.record("variant_kept", {{"variant", name}});
-        display.variant_finished(finished_row(experiment, *kept));
+        display.variant_finished(finished_row(options.out_dir, *kept));
         continue;
       }
     }
@@ -431,14 +475,16 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     }
     jobs.push_back({&planned, k + 1, adopt});
   }
-  auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& result) {
+  auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& finished) {
+    ordered result = finished;
+    fail_on_failed_requests(result, experiment.report.max_failed_pct);
     std::string name = result.value("variant", "");
     std::string status = result.value("status", "failed");
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.
     failures.write(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     journal.record("variant_finished", {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
     if (status != "interrupted") {
-      display.variant_finished(finished_row(experiment, json(result)));
+      display.variant_finished(finished_row(options.out_dir, json::parse(result.dump())));
     }
   });
   outcome.ok += counts.ok;
@@ -449,7 +495,13 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   try {
     auto made = report::build_report(report::read_run(options.out_dir));
     report::write_reports(made, options.out_dir, experiment.report.formats);
-    outcome.summary = report::format_summary(experiment, paths, outcome.variants);
+    outcome.summary = report::to_terminal(made);
+    // The exit code says what the report says: a variant the report fails counts as failed.
+    outcome.failed = static_cast<int>(std::count_if(made.variants.begin(), made.variants.end(), [](const auto& v) {
+      return v.status == "failed" || v.status == "damaged";
+    }));
+    outcome.ok = static_cast<int>(
+        std::count_if(made.variants.begin(), made.variants.end(), [](const auto& v) { return v.status == "ok"; }));
     if (!made.expectations.empty()) {
       outcome.summary += "\nExpectations:\n";
       for (const auto& e : made.expectations) {

@@ -29,7 +29,7 @@ experiments/eagle3-steps.yaml: ok (11 variants, 2 benchmarks)"
 
 # A bad file among good ones: the good are still reported ok, the exit code is 2.
 expect validate-mixed 2 "$specctl" validate examples/quickstart.yaml tests/data/bad/unknown_knob.yaml
-same validate-mixed-out "$tmp/out" "examples/quickstart.yaml: ok (3 variants, 2 benchmarks)"
+same validate-mixed-out "$tmp/out" "examples/quickstart.yaml: ok (4 variants, 2 benchmarks)"
 same validate-mixed-err "$tmp/err" "$(cat tests/data/bad/unknown_knob.expected)"
 
 expect validate-missing 2 "$specctl" validate no-such-file.yaml
@@ -50,7 +50,7 @@ expect validate-deep-nesting 2 "$specctl" validate "$tmp/deep.yaml"
 
 expect plan-text 0 "$specctl" plan experiments/kimi-k25-eagle3.yaml
 contains plan-command "$tmp/out" "NCCL_PROTO=LL python3 -m sglang.launch_server --model-path /models/Kimi-K2.5-INT4 --host 127.0.0.1 --port 30000 --tp-size 8"
-contains plan-estimate "$tmp/out" "estimate: at most 7h 11m 52s for 2 variants"
+contains plan-estimate "$tmp/out" "estimate: at most 17h 9m 12s for 2 variants"
 
 expect plan-json 0 "$specctl" plan --json experiments/kimi-k25-eagle3.yaml
 contains plan-json-argv "$tmp/out" '"argv": ['

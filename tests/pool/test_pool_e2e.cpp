@@ -37,7 +37,7 @@ constexpr std::chrono::milliseconds k_watch_interval{100};
 constexpr const char* k_four_variants = "a,b,c,d";
 
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
-  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
+  - {name: parallel, kind: concurrency, repeats: 1, levels: [1, 4], max_tokens: 32})";
 
 using specctl::test::journal;
 using specctl::test::read_json;

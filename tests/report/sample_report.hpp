@@ -63,37 +63,47 @@ inline Ratio ratio(double value, double low, double high) {
   return r;
 }
 
-// Figures at one level; p99 and the TPOT follow from the p50 so the sample stays short.
+// Figures at one level, three repeats; p99 and the TPOT follow from the p50 so
+// the sample stays short. A speedup gets a narrow interval and the verdict it implies.
 inline LevelFigures figures(std::optional<double> tok_s, std::optional<double> speedup, double ttft, double tpot) {
   LevelFigures f;
-  f.tok_s = tok_s;
-  f.speedup = speedup;
   if (tok_s) {
+    f.tok_s = spread(*tok_s, *tok_s * 0.01, 3);
+    f.counts.requests = 30;
+    f.counts.completed = 30;
     f.ttft_p50_ms = ttft;
     f.ttft_p99_ms = ttft * 2.6;
     f.tpot_p50_ms = tpot;
     f.tpot_p99_ms = tpot * 1.8;
   }
+  if (speedup) {
+    f.speedup = ratio(*speedup, *speedup - 0.02, *speedup + 0.02);
+    f.verdict = *speedup > 1.02 ? Verdict::faster : *speedup < 0.98 ? Verdict::slower : Verdict::inconclusive;
+  } else {
+    f.verdict = Verdict::baseline;
+  }
   return f;
 }
 
-inline LevelsRow levels_row(const std::string& name, std::vector<LevelFigures> levels, Crossover crossover = {}) {
+// The runs of equal verdicts along the levels, as the report finds them.
+inline LevelsRow levels_row(const std::string& name, std::vector<LevelFigures> levels,
+                            std::optional<double> estimate = std::nullopt) {
   LevelsRow row;
   row.variant = name;
   row.levels = std::move(levels);
-  row.crossover = crossover;
+  for (std::size_t i = 0; i < row.levels.size(); ++i) {
+    if (!row.levels[i].speedup) {
+      continue;
+    }
+    auto& runs = row.crossover.runs;
+    if (!runs.empty() && runs.back().verdict == row.levels[i].verdict) {
+      runs.back().last = i;
+    } else {
+      runs.push_back({row.levels[i].verdict, i, i});
+    }
+  }
+  row.crossover.estimate = estimate;
   return row;
-}
-
-inline Crossover crossover(Crossover::Kind kind, std::optional<double> last_faster = std::nullopt,
-                           std::optional<double> first_not_faster = std::nullopt,
-                           std::optional<double> estimate = std::nullopt) {
-  Crossover c;
-  c.kind = kind;
-  c.last_faster = last_faster;
-  c.first_not_faster = first_not_faster;
-  c.estimate = estimate;
-  return c;
 }
 
 inline LevelsTable levels_table(const std::string& benchmark, const std::string& spec, bool rate,
@@ -103,6 +113,7 @@ inline LevelsTable levels_table(const std::string& benchmark, const std::string&
   table.spec = spec;
   table.rate = rate;
   table.levels = std::move(levels);
+  table.repeats = 3;
   return table;
 }
 
@@ -126,7 +137,6 @@ inline ExpectationRow expectation(const std::string& variant, const std::string&
 
 inline report::Report sample_report() {
   using namespace sample_detail;
-  using Kind = Crossover::Kind;
   Report r;
   r.experiment = "eagle3-sweep";
   r.description = "EAGLE-3 against the plain server at TP 1, with and without CUDA graphs.";
@@ -165,18 +175,17 @@ inline report::Report sample_report() {
                               figures(3120.0, std::nullopt, 210, 22.4)}),
       levels_row("eagle3",
                  {figures(185.3, 2.01, 36, 5.4), figures(902.4, 1.16, 55, 11.0), figures(2650.8, 0.85, 260, 26.4)},
-                 crossover(Kind::crosses, 10, 70, 33)),
+                 33.0),
       levels_row(
           "eagle3-no-graphs",
-          {figures(96.1, 1.04, 44, 10.4), figures(640.2, 0.82, 70, 15.6), figures(std::nullopt, std::nullopt, 0, 0)},
-          crossover(Kind::never_faster)),
+          {figures(96.1, 1.04, 44, 10.4), figures(640.2, 0.82, 70, 15.6), figures(std::nullopt, std::nullopt, 0, 0)}),
       levels_row("eagle3-tp2", std::vector<LevelFigures>(3)),
   };
   r.levels.push_back(parallel);
 
   LevelsTable wide = levels_table("wide", "concurrency 1 to 256, doubling", false, {1, 2, 4, 8, 16, 32, 64, 128, 256});
   LevelsRow wide_base = levels_row("baseline", {});
-  LevelsRow wide_eagle = levels_row("eagle3", {}, crossover(Kind::always_faster, 256));
+  LevelsRow wide_eagle = levels_row("eagle3", {});
   for (std::size_t i = 0; i < wide.levels.size(); ++i) {
     const double level = wide.levels[i];
     const double base = 92 * level / (1 + level / 40);
@@ -186,7 +195,7 @@ inline report::Report sample_report() {
     wide_eagle.levels.push_back(figures(eagle, eagle ? std::optional<double>(*eagle / base) : std::nullopt,
                                         34 + 1.1 * level, 5.4 + level / 18));
   }
-  wide.rows = {wide_base, wide_eagle};
+  wide.rows = {wide_base, levels_row("eagle3", wide_eagle.levels)};
   r.levels.push_back(wide);
 
   LevelsTable rate = levels_table("poisson", "rates 0.5, 1, 2, 4/s", true, {0.5, 1, 2, 4});

@@ -203,7 +203,7 @@ constexpr const char* k_three_variants = R"(  - name: baseline
     knobs: {sim_fault: [crash-load]})";
 
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
-  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
+  - {name: parallel, kind: concurrency, levels: [1, 4], repeats: 1, max_tokens: 32})";
 
 inline void check_complete_variant(const std::filesystem::path& out, const std::string& name) {
   INFO("variant " << name);

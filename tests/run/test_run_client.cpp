@@ -143,8 +143,8 @@ private:
 // Two identical closed-loop levels at one stream, about 20 s each: "calm" is
 // the reference, "stalled" is the one the outage lands in.
 constexpr const char* k_two_levels =
-    R"(  - {name: calm, kind: concurrency, levels: [1], requests: 20, max_tokens: 512, warmup: 0}
-  - {name: stalled, kind: concurrency, levels: [1], requests: 20, max_tokens: 512, warmup: 0})";
+    R"(  - {name: calm, kind: concurrency, repeats: 1, levels: [1], requests: 20, max_tokens: 512, warmup: 0}
+  - {name: stalled, kind: concurrency, repeats: 1, levels: [1], requests: 20, max_tokens: 512, warmup: 0})";
 
 // Waits until the "stalled" level is under way, then stalls SSH for k_stall.
 // `progress` names a file that shows the level started (a host job's), or is empty.
@@ -310,7 +310,7 @@ TEST_CASE("a host that cannot run this specctl falls back to the local client wi
   REQUIRE_MESSAGE(started, (started ? "" : started.error()));
   auto& sshd = *started;
   Sweep sweep(ssh_hosts(*sshd), "node");
-  sweep.write("  - {name: quick, kind: concurrency, levels: [2], requests: 4, max_tokens: 32}", 10);
+  sweep.write("  - {name: quick, kind: concurrency, repeats: 1, levels: [2], requests: 4, max_tokens: 32}", 10);
   auto run = sweep.start();
   auto code = run->wait_exit_code(k_sweep_timeout);
   INFO(sweep.output());

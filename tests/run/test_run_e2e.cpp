@@ -166,7 +166,7 @@ TEST_CASE("kill -9 during a benchmark, then --resume: complete results and no st
   Sweep sweep;
   // 512 tokens at about 460 tok/s: each request takes a second, so the kill lands mid-benchmark.
   sweep.write("  - name: first\n  - name: second", std::string(k_quick_benchmarks) + R"(
-  - {name: long, kind: concurrency, levels: [2], requests: 4, max_tokens: 512})",
+  - {name: long, kind: concurrency, repeats: 1, levels: [2], requests: 4, max_tokens: 512})",
               "2s", 5);
   kill_and_resume(sweep, "bench long");
 }
@@ -316,7 +316,7 @@ TEST_CASE("a sweep per engine personality: accept length from the engine's own s
     const auto truth_file = sweep.out().parent_path() / "truth-spec.json";
     sweep.write(fmt::format("  - name: baseline\n  - name: spec\n    knobs: {}", p.speculative),
                 fmt::format(R"(  - {{name: single, kind: single_stream, runs: 3, max_tokens: 64}}
-  - {{name: parallel, kind: concurrency, levels: [1, 4], requests: 8, max_tokens: 64}}
+  - {{name: parallel, kind: concurrency, repeats: 1, levels: [1, 4], requests: 8, max_tokens: 64}}
   - {{name: truth, kind: command, run: 'curl -fsS {{url}}/sim/truth -o {}-{{variant}}.json && echo saved 1', parse: 'saved (\d+)', metric: saved}})",
                             (sweep.out().parent_path() / "truth").string()),
                 "1s", 10);
@@ -361,7 +361,7 @@ TEST_CASE("a sweep per engine personality: accept length from the engine's own s
 TEST_CASE("kill -9 of the server during a benchmark fails the variant at once, naming the death, keeping the levels") {
   Sweep sweep;
   sweep.write("  - name: victim",
-              R"(  - {name: parallel, kind: concurrency, levels: [2, 8], requests: 400, max_tokens: 256})", "1s", 1);
+              R"(  - {name: parallel, kind: concurrency, repeats: 1, levels: [2, 8], requests: 400, max_tokens: 256})", "1s", 1);
   auto run = sweep.start({"--out", sweep.out().string()});
   const auto out = sweep.out();
   // The second level is under way: the first one's figures must survive the death.

@@ -160,7 +160,7 @@ TEST_CASE("kill -9 during the teardown, then --resume: the measurement is kept, 
 TEST_CASE("kill -9 between benchmarks, then --resume: only the benchmark not measured runs again") {
   Sweep sweep;
   sweep.write("  - name: first", std::string(k_quick_benchmarks) + R"(
-  - {name: long, kind: concurrency, levels: [2], requests: 6, max_tokens: 512})",
+  - {name: long, kind: concurrency, repeats: 1, levels: [2], requests: 6, max_tokens: 512})",
               "1s", 5);
   auto specctl = sweep.start({"--out", sweep.out().string()});
   REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "first", "bench long"); },
@@ -320,7 +320,7 @@ TEST_CASE("a full disk at each point of a run: exit 1, one clear error, every re
   st::TempDir work;
   Sweep sweep;
   sweep.write(k_two_variants, R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
-  - {name: parallel, kind: concurrency, levels: [2], requests: 6, max_tokens: 32})",
+  - {name: parallel, kind: concurrency, repeats: 1, levels: [2], requests: 6, max_tokens: 32})",
               "1s", 10);
   // The whole run on a disk with room to spare: how much it writes.
   auto roomy = run_on_disk(sweep, work.path(), 64 << 20, "roomy");

@@ -43,7 +43,7 @@ constexpr std::chrono::milliseconds k_watch_interval{100};
 constexpr std::chrono::seconds k_drain_timeout{30};
 
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
-  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32})";
+  - {name: parallel, kind: concurrency, repeats: 1, levels: [1, 4], max_tokens: 32})";
 
 std::vector<json> events(const std::filesystem::path& out, const std::string& event) {
   auto all = journal(out);

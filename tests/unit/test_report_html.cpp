@@ -119,9 +119,20 @@ TEST_CASE("report html: a failed variant is shown with its reason") {
   // Speedups and crossovers in the model's words.
   CHECK(html.find("2.03× [1.95, 2.11]") != std::string::npos);
   CHECK(html.find("187.9 ± 6.4 (5)") != std::string::npos);
-  CHECK(html.find(">c70 (≈33)</td>") != std::string::npos);
-  CHECK(html.find(">never faster</td>") != std::string::npos);
+  CHECK(html.find(">faster up to c10, slower at c70 (1.00× at ≈33)</td>") != std::string::npos);
+  CHECK(html.find(">faster at c1, slower at c10</td>") != std::string::npos);
   CHECK(html.find(">faster at all levels</td>") != std::string::npos);
+  // Green and red only where there is a verdict.
+  CHECK(html.find("<td class=\"num good\" title=\"faster\">2.01× [1.99, 2.03]<br><small>faster</small></td>") !=
+        std::string::npos);
+  CHECK(html.find("<td class=\"num bad\" title=\"slower\">0.85× [0.83, 0.87]") != std::string::npos);
+  auto unrepeated = specctl::test::sample_report();
+  auto& cell = unrepeated.levels[0].rows[1].levels[0];
+  cell.speedup->low.reset();
+  cell.speedup->high.reset();
+  cell.verdict = specctl::report::Verdict::one_sample;
+  CHECK(to_html(unrepeated).find("<td class=\"num\" title=\"one sample\">2.01×<br><small>one sample</small></td>") !=
+        std::string::npos);
   CHECK(html.find("<tr class=\"missed\"><td>eagle3</td><td>parallel</td><td>c70</td>") != std::string::npos);
 }
 
@@ -134,9 +145,10 @@ TEST_CASE("report html: missing values never reach the page as nan") {
   report.single_stream[0].rows[1].speedup->low = nan;
   report.single_stream[0].rows[2].tok_s->mean = nan;
   report.single_stream[0].rows[2].ttft_ms = nan;
-  report.levels[0].rows[0].levels[1].tok_s = nan;
+  report.levels[0].rows[0].levels[1].tok_s->mean = nan;
   report.levels[0].rows[1].levels[2].ttft_p99_ms = nan;
-  report.levels[0].rows[1].levels[0].speedup = nan;
+  report.levels[0].rows[1].levels[0].speedup->value = nan;
+  report.levels[0].rows[1].levels[0].tok_s->stdev = nan;
   report.commands[0].rows[0].second[0] = nan;
   report.expectations[0].measured = nan;
   report.expectations[0].delta_pct = nan;

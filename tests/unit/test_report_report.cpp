@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <fstream>
 #include <sstream>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
 namespace report = specctl::report;
@@ -76,17 +78,19 @@ TEST_CASE("report: figures of the fixture sweep, checked against hand-computed v
   REQUIRE(r.levels.size() == 1);
   const auto& levels = r.levels[0];
   CHECK(levels.levels == std::vector<double>{1, 8, 64});
-  // eagle3: 1.5x at c1, 7/6 at c8, 0.75 at c64; the crossing lies where
-  // log-linear interpolation puts speedup 1: 8 * 8^(0.1667/0.4167) = 8^1.4 = 18.379.
-  const auto& crossing = levels.rows[1].crossover;
-  CHECK(crossing.kind == report::Crossover::Kind::crosses);
-  CHECK(*crossing.last_faster == 8);
-  CHECK(*crossing.first_not_faster == 64);
-  CHECK(*crossing.estimate == doctest::Approx(18.3792).epsilon(1e-4));
-  CHECK(*levels.rows[1].levels[2].speedup == doctest::Approx(0.75));
-  CHECK(levels.rows[2].crossover.kind == report::Crossover::Kind::never_faster);
-  CHECK(levels.rows[0].crossover.kind == report::Crossover::Kind::none);
+  // Each level measured once: the ratio, and no verdict and no crossover from one sample.
+  CHECK(levels.rows[1].levels[2].speedup->value == doctest::Approx(0.75));
+  CHECK_FALSE(levels.rows[1].levels[2].speedup->low);
+  CHECK(levels.rows[1].levels[2].verdict == Verdict::one_sample);
+  CHECK(levels.rows[1].crossover.runs.size() == 1);
+  CHECK_FALSE(levels.rows[1].crossover.estimate);
+  CHECK(levels.rows[0].levels[0].verdict == Verdict::baseline);
+  CHECK(levels.rows[0].crossover.runs.empty());
   CHECK_FALSE(levels.rows[3].levels[0].tok_s);
+  CHECK(levels.rows[3].levels[0].verdict == Verdict::not_measured);
+  // Results from before counts were recorded: no failure shown, none invented.
+  CHECK(levels.rows[1].levels[0].counts.requests == 0);
+  CHECK(r.variants[1].flags.empty());
 
   REQUIRE(r.expectations.size() == 3);
   CHECK(r.expectations[0].reproduced);
@@ -164,9 +168,9 @@ TEST_CASE("report: compare two runs, before and after") {
   // 120 ± 3 after 150 ± 3: 0.8, well outside noise.
   CHECK(eagle.single_stream[0].change->value == doctest::Approx(0.8));
   CHECK(eagle.single_stream[0].verdict == Verdict::slower);
-  // c64 1500 → 1530: +2%, within the 5% a single measurement is allowed.
-  CHECK(eagle.levels[2].change == doctest::Approx(1.02));
-  CHECK(eagle.levels[2].verdict == Verdict::inconclusive);
+  // c64 1500 → 1530: one measurement a side gives a ratio and no verdict.
+  CHECK(eagle.levels[2].change->value == doctest::Approx(1.02));
+  CHECK(eagle.levels[2].verdict == Verdict::one_sample);
   CHECK(c.variants[2].after_status == "failed");
 
   auto md = report::compare_markdown(c);
@@ -184,4 +188,214 @@ TEST_CASE("report: compare two runs, before and after") {
   std::ofstream(dir / "after" / "run.json") << run.dump();
   CHECK_THROWS_WITH_AS(report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after")),
                        doctest::Contains("holds \"other\": compare runs of the same experiment"), specctl::Error);
+}
+
+namespace {
+
+const report::LevelsRow& levels_row(const report::Report& r, const std::string& variant) {
+  for (const auto& row : r.levels.at(0).rows) {
+    if (row.variant == variant) {
+      return row;
+    }
+  }
+  throw std::runtime_error("no row " + variant);
+}
+
+const report::VariantRow& variant(const report::Report& r, const std::string& name) {
+  const auto* v = r.find_variant(name);
+  REQUIRE(v != nullptr);
+  return *v;
+}
+
+} // namespace
+
+TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few failed requests") {
+  auto r = report::build_report(report::read_run(k_data / "honest"));
+  CHECK(r.repeat == "baseline-again");
+  CHECK(variant(r, "baseline-again").repeat_of == "baseline");
+
+  // broken: result.json says ok, but 18 of its 20 single-stream runs failed: not
+  // measured, no speedup, no verdict, and the variant fails, saying why.
+  const auto& broken = single_row(r, "broken");
+  CHECK(broken.counts.failed == 18);
+  CHECK(broken.counts.requests == 20);
+  CHECK(broken.tok_s->n == 2);
+  CHECK_FALSE(broken.speedup);
+  CHECK(broken.verdict == Verdict::not_measured);
+  CHECK(broken.why == "18 of 20 requests failed (90%, more than 5%)");
+  CHECK(variant(r, "broken").status == "failed");
+  CHECK(variant(r, "broken").reason == "bench single-stream: 18 of 20 requests failed (90%, more than 5%): not measured");
+  CHECK_FALSE(r.passed());
+
+  // flaky: 2 of 462 requests failed (0.4%): measured, the cell says so, the variant is flagged.
+  const auto& flaky = levels_row(r, "flaky");
+  CHECK(flaky.levels[1].counts.failed == 2);
+  CHECK(flaky.levels[1].counts.requests == 48);
+  CHECK(flaky.levels[1].verdict == Verdict::inconclusive);
+  CHECK(variant(r, "flaky").status == "ok");
+  REQUIRE(variant(r, "flaky").flags.size() == 1);
+  CHECK(variant(r, "flaky").flags[0] == "benchmark \"parallel\": 2 of 462 requests failed (0.4%)");
+
+  // eagle3, three repeats a level: c1 1.5x, clearly faster; c8 615 vs 600 (+2.5%)
+  // has an interval above 1 but lies within the A/A noise there (580 vs 600:
+  // 3.3%), so it is inconclusive; c64 0.75x, slower.
+  const auto& eagle = levels_row(r, "eagle3");
+  CHECK(eagle.levels[0].tok_s->n == 3);
+  CHECK(eagle.levels[0].tok_s->mean == doctest::Approx(150));
+  CHECK(eagle.levels[0].tok_s->stdev == doctest::Approx(2));
+  CHECK(eagle.levels[0].verdict == Verdict::faster);
+  CHECK(eagle.levels[1].speedup->value == doctest::Approx(1.025));
+  CHECK(*eagle.levels[1].speedup->low > 1.0);
+  CHECK(eagle.levels[1].verdict == Verdict::inconclusive);
+  CHECK(eagle.levels[1].why == "within the A/A noise (±3.3%)");
+  CHECK(eagle.levels[2].verdict == Verdict::slower);
+  REQUIRE(eagle.crossover.runs.size() == 3);
+  // Between c1 (1.5x) and c64 (0.75x), 1.0 lies at 64^(0.5/0.75) = 16.
+  CHECK(*eagle.crossover.estimate == doctest::Approx(16.0).epsilon(1e-6));
+  CHECK(eagle.levels[0].sources.accept_length == "server log lines");
+  CHECK(eagle.levels[0].sources.tokens == "usage");
+  CHECK(eagle.levels[0].accept_length == doctest::Approx(2.8));
+
+  // The A/A row: the repeat against the baseline, and per metric in the noise table.
+  const auto& again = levels_row(r, "baseline-again");
+  CHECK(again.levels[1].verdict == Verdict::repeat);
+  CHECK(again.crossover.runs.empty());
+  bool found = false;
+  for (const auto& n : r.noise) {
+    if (n.benchmark == "parallel" && n.level == "c8" && n.metric == "output_tok_s") {
+      found = true;
+      CHECK(*n.difference_pct == doctest::Approx(-10.0 / 3.0));
+    }
+  }
+  CHECK(found);
+  // Expectations at a repeated level hold against the mean of its repeats.
+  REQUIRE(r.expectations.size() == 1);
+  CHECK(*r.expectations[0].measured == doctest::Approx(150));
+}
+
+TEST_CASE("report: golden Markdown, CSV, JSON, JUnit and terminal of repeated, noisy and failing results") {
+  auto r = report::build_report(report::read_run(k_data / "honest"));
+  check_golden("honest.md", report::to_markdown(r));
+  check_golden("honest.csv", report::to_csv(r));
+  check_golden("honest.json", report::to_json(r));
+  check_golden("honest.junit.xml", report::to_junit(r));
+  check_golden("honest.terminal.txt", report::to_terminal(r));
+  check_golden("sweep.terminal.txt", report::to_terminal(report::build_report(report::read_run(k_data / "sweep"))));
+}
+
+namespace {
+
+// The cells of a Markdown-style table: header row first; separator rows left out.
+std::vector<std::vector<std::string>> table_cells(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("|") || line.starts_with("| --") || line.starts_with("|--")) {
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::size_t at = 1;
+    while (at < line.size()) {
+      auto bar = line.find(" |", at);
+      if (bar == std::string::npos) {
+        break;
+      }
+      std::string cell = line.substr(at, bar - at);
+      cell.erase(0, cell.find_first_not_of(' '));
+      cell.erase(cell.find_last_not_of(' ') + 1);
+      cells.push_back(cell);
+      at = bar + 2;
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+} // namespace
+
+TEST_CASE("report: the terminal table says what report.json says, cell by cell") {
+  for (const char* fixture : {"honest", "sweep"}) {
+    CAPTURE(fixture);
+    auto r = report::build_report(report::read_run(k_data / fixture));
+    auto doc = nlohmann::json::parse(report::to_json(r));
+    auto cells = table_cells(report::to_terminal(r));
+    REQUIRE(cells.size() == 1 + doc["variants"].size());
+    const auto& header = cells[0];
+    auto column = [&](const std::string& name) {
+      auto at = std::find(header.begin(), header.end(), name);
+      REQUIRE(at != header.end());
+      return static_cast<std::size_t>(at - header.begin());
+    };
+    auto fixed = [](const nlohmann::json& v, int decimals) {
+      return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), decimals) : std::string("-");
+    };
+    int compared = 0;
+    for (std::size_t i = 0; i < doc["variants"].size(); ++i) {
+      const auto& v = doc["variants"][i];
+      const auto& row = cells[i + 1];
+      CHECK(row[0] == v["name"].get<std::string>());
+      CHECK(row[1] == v["status"].get<std::string>());
+      CHECK(row[column("accept len")] == fixed(v["accept_length"], 2));
+      CHECK(row[column("load s")] == fixed(v["load_s"], 1));
+      for (const auto& t : doc["single_stream"]) {
+        const auto& s = t["rows"][i];
+        std::string expected = s["output_tok_s"].is_null() ? "-"
+                               : s["output_tok_s"]["n"].get<int>() < 2
+                                   ? fixed(s["output_tok_s"]["mean"], 1)
+                                   : fixed(s["output_tok_s"]["mean"], 1) + " ± " + fixed(s["output_tok_s"]["stdev"], 1);
+        if (s["requests"]["failed"].get<int>() > 0) {
+          expected += fmt::format(" ({} of {} failed)", s["requests"]["failed"].get<int>(),
+                                  s["requests"]["requests"].get<int>());
+        }
+        CHECK(row[column(t["benchmark"].get<std::string>() + " tok/s")] == expected);
+        ++compared;
+      }
+      for (const auto& t : doc["levels"]) {
+        for (const auto& cell : t["rows"][i]["levels"]) {
+          std::string expected = cell["output_tok_s"].is_null() ? "-" : fixed(cell["output_tok_s"]["mean"], 1);
+          if (cell["requests"]["failed"].get<int>() > 0) {
+            expected += fmt::format(" ({} of {} failed)", cell["requests"]["failed"].get<int>(),
+                                    cell["requests"]["requests"].get<int>());
+          }
+          CHECK(row[column(t["benchmark"].get<std::string>() + " " + cell["label"].get<std::string>())] == expected);
+          ++compared;
+        }
+      }
+    }
+    CHECK(compared > 10);
+  }
+}
+
+TEST_CASE("report: compare declares a regression only outside the intervals and the A/A noise") {
+  specctl::test::TempDir dir;
+  fs::copy(k_data / "honest", dir / "after", fs::copy_options::recursive);
+  auto path = dir / "after" / "variants" / "eagle3" / "result.json";
+  auto doc = nlohmann::json::parse(read_file(path));
+  // After: eagle3 at c8 2% slower (within the 3.3% A/A noise), at c64 10% slower.
+  for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
+    double factor = level["concurrency"] == 8 ? 0.98 : level["concurrency"] == 64 ? 0.9 : 1.0;
+    level["metrics"]["output_tok_s"] = level["metrics"]["output_tok_s"].get<double>() * factor;
+  }
+  std::ofstream(path) << doc.dump();
+  auto c = report::compare_runs(report::read_run(k_data / "honest"), report::read_run(dir / "after"));
+  const report::VariantChange* eagle = nullptr;
+  for (const auto& v : c.variants) {
+    eagle = v.variant == "eagle3" ? &v : eagle;
+  }
+  REQUIRE(eagle != nullptr);
+  REQUIRE(eagle->levels.size() == 3);
+  CHECK(eagle->levels[0].verdict == Verdict::inconclusive);
+  CHECK(eagle->levels[1].change->value == doctest::Approx(0.98));
+  CHECK(*eagle->levels[1].change->high < 1.0);
+  CHECK(eagle->levels[1].verdict == Verdict::inconclusive);
+  CHECK(eagle->levels[1].why == "within the A/A noise (±3.3%)");
+  CHECK(eagle->levels[2].verdict == Verdict::slower);
+  CHECK(c.regressed());
+  // broken's single stream is refused on both sides: no verdict.
+  for (const auto& v : c.variants) {
+    if (v.variant == "broken") {
+      CHECK(v.single_stream[0].verdict == Verdict::not_measured);
+    }
+  }
 }

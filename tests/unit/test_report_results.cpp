@@ -77,15 +77,39 @@ TEST_CASE("results: metrics found by benchmark and level, a summary table") {
   CHECK_FALSE(specctl::report::find_metric(*baseline, specctl::experiment::Expectation{
                                                        "baseline", "parallel", 70, {}, "output_tok_s", 1, 10, {}}));
 
-  auto table = specctl::report::format_summary(experiment, paths, {"baseline", "eagle3", "broken", "missing"});
-  CHECK(table == "| variant  | status  | load s | single tok/s | parallel c1 | parallel c10 | accept len |\n"
-                 "| -------- | ------- | -----: | -----------: | ----------: | -----------: | ---------: |\n"
-                 "| baseline | ok      |   12.2 |   92.6 ± 0.5 |        91.0 |        760.0 |          - |\n"
-                 "| eagle3   | ok      |   12.2 |   96.1 ± 0.5 |        95.0 |        104.0 |       1.97 |\n"
-                 "| broken   | failed  |      - |            - |           - |            - |          - |\n"
-                 "| missing  | not run |      - |            - |           - |            - |          - |\n"
-                 "\n"
-                 "- broken: load: the server exited with code 1\n");
+  // A level measured three times (repeats): the expectation holds against their mean.
+  auto repeated = *baseline;
+  repeated["benchmarks"]["parallel"]["levels"] = json::array({
+      {{"concurrency", 10}, {"repeat", 1}, {"metrics", {{"output_tok_s", 700.0}}}},
+      {{"concurrency", 1}, {"repeat", 1}, {"metrics", {{"output_tok_s", 90.0}}}},
+      {{"concurrency", 10}, {"repeat", 2}, {"metrics", {{"output_tok_s", 760.0}}}},
+      {{"concurrency", 10}, {"repeat", 3}, {"metrics", {{"output_tok_s", nullptr}}}},
+  });
+  CHECK(specctl::report::find_metric(repeated, expect[1]) == doctest::Approx(730.0));
+}
+
+TEST_CASE("results: the failed share that refuses a benchmark its verdicts") {
+  using specctl::report::too_many_failed;
+  CHECK_FALSE(too_many_failed(20, 1, 5.0));
+  CHECK_FALSE(too_many_failed(0, 0, 5.0));
+  CHECK(too_many_failed(19, 1, 5.0) == "1 of 19 requests failed (5.26%, more than 5%)");
+  CHECK(too_many_failed(20, 18, 5.0) == "18 of 20 requests failed (90%, more than 5%)");
+  CHECK_FALSE(too_many_failed(20, 18, 95.0));
+  CHECK(too_many_failed(100, 1, 0.0) == "1 of 100 requests failed (1%, more than 0%)");
+
+  // Counts come from the metrics, else the level's result, else the runs.
+  json level = {{"metrics", {{"requests", 30}, {"completed", 28}, {"failed", 2}}}};
+  CHECK(specctl::report::counts_of(level).failed == 2);
+  json old = {{"result", {{"requests", 10}, {"completed", 9}, {"failed", 1}}}};
+  CHECK(specctl::report::counts_of(old).requests == 10);
+  json runs = {{"result", {{"runs", json::array({{{"ok", true}}, {{"ok", false}}, {{"ok", true}}})}}}};
+  auto counted = specctl::report::counts_of(runs);
+  CHECK(counted.requests == 3);
+  CHECK(counted.failed == 1);
+  json bench = {{"levels", json::array({level, old})}};
+  auto total = specctl::report::benchmark_counts(bench);
+  CHECK(total.requests == 40);
+  CHECK(total.failed == 3);
 }
 
 TEST_CASE("results: a torn or foreign result.json reads as missing") {

@@ -1,8 +1,10 @@
 #pragma once
 
 // `specctl compare A B`: two runs of the same experiment (before and after an
-// upgrade), variant by variant, with the report's statistics: after / before
-// with a 95% interval where both runs repeated a measurement, and a verdict.
+// upgrade), variant by variant, by the report's rule (report::judge): after /
+// before with a 95% interval where both runs repeated a measurement, and a
+// verdict only outside that interval and outside the A/A noise either run
+// measured; one sample a side gives a ratio and no verdict.
 
 #include <specctl/report/report.hpp>
 
@@ -17,17 +19,20 @@ struct SingleStreamChange {
   std::optional<Spread> after;
   std::optional<Ratio> change;
   Verdict verdict = Verdict::not_measured;
+  std::string why;
 };
 
 struct LevelChange {
   std::string benchmark;
   bool rate = false;
   double level = 0;
-  std::optional<double> before_tok_s;
-  std::optional<double> after_tok_s;
-  // after / before output tok/s; one measurement a side, so the verdict uses k_noise_pct.
-  std::optional<double> change;
+  // Output tok/s over each run's repeats of the level.
+  std::optional<Spread> before_tok_s;
+  std::optional<Spread> after_tok_s;
+  // after / before output tok/s, with its 95% interval when both runs repeated the level.
+  std::optional<Ratio> change;
   Verdict verdict = Verdict::not_measured;
+  std::string why;
   std::optional<double> before_ttft_p99_ms;
   std::optional<double> after_ttft_p99_ms;
 };

@@ -6,6 +6,7 @@
 // run. The model below is what every format (Markdown, CSV, JSON, HTML, JUnit)
 // renders; none of them computes a figure of its own.
 
+#include <specctl/report/results.hpp>
 #include <specctl/report/stats.hpp>
 
 #include <filesystem>
@@ -42,36 +43,60 @@ struct ReportOptions {
 enum class Verdict {
   faster,
   slower,
-  // The 95% interval contains 1.0, or a single measurement moved less than the noise threshold.
+  // The 95% interval contains 1.0, or the difference is within the A/A noise.
   inconclusive,
-  // No figure on one side (a failed variant, a missing benchmark).
+  // A side has one sample: a ratio without an interval, so no verdict.
+  one_sample,
+  // No figure on one side (a failed variant, a missing benchmark), or too many
+  // of its requests failed.
   not_measured,
   // The row is the baseline itself.
   baseline,
+  // The row is the baseline measured again (report: {noise: true}, repeat_of).
+  repeat,
 };
+// "faster", "slower", "inconclusive", "one sample", "not measured", "baseline", "A/A".
 std::string_view verdict_name(Verdict verdict);
 
-// Without an interval (fewer than 2 runs on a side), a ratio further than
-// this from 1.0 is called faster or slower; closer is inconclusive.
-inline constexpr double k_noise_pct = 5.0;
-
-// A ratio of means with its 95% confidence interval (absent for fewer than 2 runs on a side).
+// A ratio of means with its 95% confidence interval (absent for fewer than 2 samples on a side).
 struct Ratio {
   double value = 0;
   std::optional<double> low;
   std::optional<double> high;
 };
 
-// a.mean / b.mean, with its 95% interval when both sides have 2 runs or more;
+// a.mean / b.mean, with its 95% interval when both sides have 2 samples or more;
 // nullopt when b's mean is not positive.
 std::optional<Ratio> compare_spreads(const Spread& a, const Spread& b);
 
-// Faster / slower / inconclusive from a ratio (higher is better).
-Verdict verdict_of(const Ratio& ratio);
+// A ratio and what it says.
+struct Judgement {
+  std::optional<Ratio> ratio;
+  Verdict verdict = Verdict::not_measured;
+  // Why a verdict is not faster or slower, for people: "one sample a side",
+  // "within the A/A noise (±3.1%)", "18 of 20 requests failed (90%, more than 5%)".
+  std::string why;
+};
+
+// The one rule of every comparison (report rows, levels, `specctl compare`),
+// higher is better: with 2+ samples a side, faster or slower when the 95%
+// interval of a / b excludes 1.0 and the difference exceeds `noise` (a relative
+// A/A difference, 0.031 for 3.1%) when one was measured; inconclusive otherwise.
+// With one sample on a side: the ratio, and no verdict (one_sample).
+Judgement judge(const std::optional<Spread>& a, const std::optional<Spread>& b, std::optional<double> noise = {});
+
+// Where a figure came from, as the result says it.
+struct Sources {
+  // Accept length: "server log lines", "/metrics delta", "response timings", ...; empty when none.
+  std::string accept_length;
+  // Token counts: "usage", "chunks" (a lower bound), "mixed"; empty when unknown.
+  std::string tokens;
+};
 
 struct VariantRow {
   std::string name;
-  // ok, failed, interrupted, or "not run" (no result.json).
+  // ok, failed, interrupted, "not run" (no result.json) or damaged. A variant
+  // whose run was ok but with a benchmark beyond the failure share is failed.
   std::string status;
   // Why it is not ok: the failure's message, or "never started".
   std::string reason;
@@ -83,22 +108,33 @@ struct VariantRow {
   std::optional<double> load_s;
   // The variant's phases end to end, connect to teardown.
   std::optional<double> duration_s;
-  // Mean accept length the server reported over all benchmarks (EAGLE variants).
+  // Mean accept length the server reported: the first benchmark of the
+  // experiment's order that has one (the same figure in every format).
   std::optional<double> accept_length;
+  // The variant repeats this one (A/A noise); empty for others.
+  std::string repeat_of;
   // What the run found doubtful about its figures: speculation that did
-  // nothing, a GPU slot that shared its host with other variants.
+  // nothing, a GPU slot that shared its host with other variants, failed
+  // requests, prompts served from the prefix cache.
   std::vector<std::string> flags;
 };
 
 struct SingleStreamRow {
   std::string variant;
+  // Over the successful runs.
   std::optional<Spread> tok_s;
   // Against the baseline's runs; absent for the baseline and for rows without figures.
   std::optional<Ratio> speedup;
   Verdict verdict = Verdict::not_measured;
+  std::string why;
+  // Why this variant's own figures get no verdict (too many failed requests, the
+  // benchmark did not finish); empty when they may.
+  std::string refused;
+  Counts counts;
   std::optional<double> accept_length;
   std::optional<double> ttft_ms;
   std::optional<double> tpot_ms;
+  Sources sources;
 };
 
 struct SingleStreamTable {
@@ -107,36 +143,40 @@ struct SingleStreamTable {
   std::vector<SingleStreamRow> rows;
 };
 
-// One variant at one concurrency level (or request rate).
+// One variant at one concurrency level (or request rate), over its repeats.
 struct LevelFigures {
-  std::optional<double> tok_s;
-  std::optional<double> speedup;
+  // Output tok/s, one sample per repeat.
+  std::optional<Spread> tok_s;
+  // Against the baseline at the same level.
+  std::optional<Ratio> speedup;
+  Verdict verdict = Verdict::not_measured;
+  std::string why;
+  // As SingleStreamRow::refused.
+  std::string refused;
+  // Summed over the repeats.
+  Counts counts;
+  // Means over the repeats.
   std::optional<double> ttft_p50_ms;
   std::optional<double> ttft_p99_ms;
   std::optional<double> tpot_p50_ms;
   std::optional<double> tpot_p99_ms;
   std::optional<double> accept_length;
+  Sources sources;
 };
 
-// Where a variant stops beating the baseline as load grows.
+// Where a variant stops beating the baseline as load grows, from the verdicts
+// of its levels: "faster up to c5, inconclusive at c10, slower from c30".
 struct Crossover {
-  enum class Kind {
-    // The baseline's own row, or no baseline figures to compare with.
-    none,
-    // Faster at every level measured.
-    always_faster,
-    // Never faster, from the lowest level on.
-    never_faster,
-    // Faster up to `last_faster`, not from `first_not_faster` on.
-    crosses,
-    // Not faster at the lowest level, faster at some higher one.
-    mixed,
+  // Consecutive levels with the same verdict, lowest first.
+  struct Run {
+    Verdict verdict = Verdict::not_measured;
+    std::size_t first = 0;
+    std::size_t last = 0;
   };
-  Kind kind = Kind::none;
-  std::optional<double> last_faster;
-  std::optional<double> first_not_faster;
-  // Where the speedup crosses 1.0, interpolated linearly in log(level)
-  // between the two levels; an estimate, not a measurement.
+  std::vector<Run> runs;
+  // Faster at the lowest levels and slower at a higher one: where the speedup
+  // crosses 1.0, interpolated linearly in log(level) between the last faster
+  // and the first slower level; an estimate, not a measurement.
   std::optional<double> estimate;
 };
 
@@ -144,6 +184,7 @@ struct LevelsRow {
   std::string variant;
   // One per entry of LevelsTable::levels.
   std::vector<LevelFigures> levels;
+  // Empty for the baseline's row, and for rows with nothing measured.
   Crossover crossover;
 };
 
@@ -155,6 +196,8 @@ struct LevelsTable {
   bool rate = false;
   // Ascending: concurrency levels, or rates.
   std::vector<double> levels;
+  // Repeats per level the experiment asked for (1 when it did not say).
+  int repeats = 1;
   std::vector<LevelsRow> rows;
 
   // "c10" or "2/s".
@@ -186,6 +229,19 @@ struct ExpectationRow {
 // "baseline single-stream output_tok_s: 925.7 vs 926 expected (-0.0%, within 10%)".
 std::string expectation_text(const ExpectationRow& row);
 
+// The baseline against its repeat (A/A), one metric of one benchmark (and level).
+struct NoiseRow {
+  std::string benchmark;
+  // "c10", "2/s", or empty for single stream.
+  std::string level;
+  // "output_tok_s", "ttft_p50_ms", ...
+  std::string metric;
+  std::optional<double> first;
+  std::optional<double> again;
+  // (again - first) / first, in percent.
+  std::optional<double> difference_pct;
+};
+
 struct Report {
   std::string experiment;
   std::string description;
@@ -194,14 +250,20 @@ struct Report {
   std::string specctl_version;
   // Empty when the experiment has none, or the named one is not a variant.
   std::string baseline;
+  // The variant that measured the baseline again, for the A/A noise; empty without one.
+  std::string repeat;
+  // A benchmark with a larger share of failed requests is not measured.
+  double max_failed_pct = 5;
   std::vector<VariantRow> variants;
   std::vector<SingleStreamTable> single_stream;
   std::vector<LevelsTable> levels;
   std::vector<CommandTable> commands;
   std::vector<ExpectationRow> expectations;
+  std::vector<NoiseRow> noise;
   // Things a reader must know to trust the tables ("the baseline failed: no speedups").
   std::vector<std::string> notes;
 
+  const VariantRow* find_variant(const std::string& name) const;
   // Every variant ok and every expectation reproduced: what the exit code says.
   bool passed() const;
 };
@@ -212,6 +274,12 @@ std::string to_markdown(const Report& report);
 // One tidy table: a row per (variant, benchmark, level, metric), and one per expectation.
 std::string to_csv(const Report& report);
 std::string to_json(const Report& report);
+// The run's table for the terminal: a row per variant, its status and main
+// figures (load time, tok/s per benchmark and level, accept length), then why
+// variants failed and what was flagged. Cells are the model's, as report.md has them.
+std::string to_terminal(const Report& report);
+// One variant's main figures as (column, cell), the cells of its to_terminal row.
+std::vector<std::pair<std::string, std::string>> terminal_figures(const Report& report, const std::string& variant);
 // One self-contained page: tables and inline SVG plots, no script, no network.
 std::string to_html(const Report& report);
 // A testcase per variant and per expectation.

@@ -67,14 +67,26 @@ nlohmann::json level_metrics(const bench::LevelResult& level);
 // The measured value an expectation is about, from a variant's result.json.
 std::optional<double> find_metric(const nlohmann::json& result, const experiment::Expectation& expectation);
 
-// The main figures of one variant's result, as (column, formatted value):
-// load time, single-stream tok/s, tok/s per level, command metrics, accept length.
-std::vector<std::pair<std::string, std::string>> summary_figures(const experiment::Experiment& experiment,
-                                                                 const nlohmann::json& result);
+// A benchmark with more than this share of its requests failed is not measured.
+inline constexpr double k_default_max_failed_pct = 5.0;
 
-// A plain table of the main figures of each variant (status, load time,
-// single-stream tok/s, tok/s per level, accept length), Markdown-compatible.
-std::string format_summary(const experiment::Experiment& experiment, const ResultPaths& paths,
-                           const std::vector<std::string>& variants);
+// "18 of 20 requests failed (90%, more than 5%)" when failed / requests is above
+// max_failed_pct, else nullopt: the rule that refuses a benchmark its verdicts.
+std::optional<std::string> too_many_failed(int requests, int failed, double max_failed_pct);
+
+// The requests behind a figure.
+struct Counts {
+  int requests = 0;
+  int completed = 0;
+  int failed = 0;
+  double error_rate() const { return requests > 0 ? static_cast<double>(failed) / requests : 0.0; }
+  Counts& operator+=(const Counts& other);
+};
+
+// The requests of one level measurement of a result.json, or of a single-stream
+// benchmark's runs; all 0 when it does not say.
+Counts counts_of(const nlohmann::json& holder);
+// Over every level and repeat of a benchmark entry (or its runs).
+Counts benchmark_counts(const nlohmann::json& entry);
 
 } // namespace specctl::report
