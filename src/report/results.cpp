@@ -99,6 +99,22 @@ std::optional<std::string> result_damage(const ResultPaths& paths, const std::st
   return std::nullopt;
 }
 
+namespace {
+
+// The counts behind a level's figures, and where its tokens came from, so a reader can judge them.
+void put_counts(nlohmann::json& out, const bench::LevelResult& level) {
+  out["error_rate"] = finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN);
+  out["requests"] = level.requests;
+  out["completed"] = level.completed;
+  out["failed"] = level.failed;
+  out["prompt_tokens"] = level.prompt_tokens >= 0 ? nlohmann::json(level.prompt_tokens) : nlohmann::json(nullptr);
+  out["cached_tokens"] =
+      level.cached_prompt_tokens >= 0 ? nlohmann::json(level.cached_prompt_tokens) : nlohmann::json(nullptr);
+  out["token_source"] = bench::token_source(level);
+}
+
+} // namespace
+
 nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
   const auto& level = result.level;
   // The decode speed without the prefill, to hold against the server's own figure.
@@ -118,17 +134,9 @@ nlohmann::json single_stream_metrics(const bench::SingleStreamResult& result) {
       {"ttft_ms", finite_or_null(level.ttft_ms.mean)},
       {"tpot_ms", finite_or_null(level.tpot_ms.mean)},
       {"e2e_ms", finite_or_null(level.e2e_ms.mean)},
-      {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
       {"decode_tok_s", finite_or_null(decode_runs > 0 ? decode_sum / decode_runs : NAN)},
-      // The counts behind the figures, and where the tokens came from, so a reader can judge them.
-      {"requests", level.requests},
-      {"completed", level.completed},
-      {"failed", level.failed},
-      {"prompt_tokens", level.prompt_tokens >= 0 ? nlohmann::json(level.prompt_tokens) : nlohmann::json(nullptr)},
-      {"cached_tokens",
-       level.cached_prompt_tokens >= 0 ? nlohmann::json(level.cached_prompt_tokens) : nlohmann::json(nullptr)},
-      {"token_source", bench::token_source(level)},
   };
+  put_counts(out, level);
   if (level.server_tok_s > 0) {
     // The server's own decode speed over the same requests (llama.cpp's timings.predicted_per_second).
     out["server_decode_tok_s"] = level.server_tok_s;
@@ -144,16 +152,8 @@ nlohmann::json level_metrics(const bench::LevelResult& level) {
   nlohmann::json out = {
       {"output_tok_s", finite_or_null(level.output_tok_s)},
       {"request_s", finite_or_null(level.request_s)},
-      {"error_rate", finite_or_null(level.requests > 0 ? static_cast<double>(level.failed) / level.requests : NAN)},
-      // The counts behind the figures, and where the tokens came from, so a reader can judge them.
-      {"requests", level.requests},
-      {"completed", level.completed},
-      {"failed", level.failed},
-      {"prompt_tokens", level.prompt_tokens >= 0 ? nlohmann::json(level.prompt_tokens) : nlohmann::json(nullptr)},
-      {"cached_tokens",
-       level.cached_prompt_tokens >= 0 ? nlohmann::json(level.cached_prompt_tokens) : nlohmann::json(nullptr)},
-      {"token_source", bench::token_source(level)},
   };
+  put_counts(out, level);
   const std::pair<const char*, const bench::Summary*> latencies[] = {
       {"ttft", &level.ttft_ms}, {"tpot", &level.tpot_ms}, {"itl", &level.itl_ms}, {"e2e", &level.e2e_ms}};
   for (const auto& [name, summary] : latencies) {
