@@ -55,6 +55,20 @@ TEST_CASE("repeated prompts with identical acceptance are flagged") {
     std::vector<RequestRecord> records = {drafted(0, 40, 20), drafted(0, 40, 20)};
     CHECK_FALSE(repeated_acceptance_flag("x", records));
   }
+  SUBCASE("a speculator that learned the answers: repeats accept far more than the first sends") {
+    // llama-server with --spec-type ngram-mod, the seed prompts sent verbatim 3 times each:
+    // (drafted, accepted) per request as its timings said, accept length 49.4.
+    std::vector<RequestRecord> records = {drafted(0, 115, 115), drafted(1, 51, 0),    drafted(2, 64, 38),
+                                          drafted(0, 185, 111), drafted(1, 119, 115), drafted(2, 122, 109),
+                                          drafted(0, 185, 111), drafted(1, 119, 115), drafted(2, 122, 109)};
+    CHECK(repeated_acceptance_flag("single", records) ==
+          "benchmark \"single\": repeats of a prompt accepted 112 drafted tokens a request against 51 on its first "
+          "send: the speculator learned the answers from earlier requests, and the accept length reflects repeated "
+          "prompts, not the workload");
+    // Half as much again, but only a few tokens more: noise on short answers, not learning.
+    CHECK_FALSE(repeated_acceptance_flag("x", {drafted(0, 10, 4), drafted(0, 10, 8), drafted(1, 10, 4),
+                                               drafted(1, 10, 8)}));
+  }
   SUBCASE("no prompt sent twice, failed requests and requests without timings") {
     std::vector<RequestRecord> records = {drafted(0, 40, 40), drafted(1, 40, 40), drafted(0, -1, -1)};
     RequestRecord failed = drafted(1, 40, 40);

@@ -181,9 +181,11 @@ std::string token_source(const LevelResult& level);
 std::optional<std::string> prefix_cache_flag(std::string_view benchmark, std::int64_t prompt_tokens,
                                              std::int64_t cached_tokens);
 // Among completed requests that report drafted and accepted tokens, some prompt
-// was sent more than once, and every prompt sent more than once had the same
-// (drafted, accepted) on each of its requests, with at least 90% accepted: the
-// accept length measures repeated text, not the workload.
+// was sent more than once, and either every prompt sent more than once had the
+// same (drafted, accepted) on each of its requests with at least 90% accepted, or
+// the later sends accepted at least 1.5x (and 16 more) tokens a request than the
+// first sends of the same prompts (a speculator that learns from earlier
+// requests): the accept length measures repeated text, not the workload.
 std::optional<std::string> repeated_acceptance_flag(std::string_view benchmark,
                                                     const std::vector<RequestRecord>& records);
 
