@@ -392,6 +392,13 @@ std::optional<Slot> slot_of(const Experiment& experiment, const std::string& nod
               it->second.slots[static_cast<std::size_t>(index)]};
 }
 
+server::ServerConfig Slot::server_in_slot(const server::ServerConfig& server) const {
+  server::ServerConfig out = server;
+  out.gpus = gpus;
+  out.port += index;
+  return out;
+}
+
 const HostSpec* machine_of(const Experiment& experiment, const std::string& node) {
   if (auto it = experiment.hosts.find(node); it != experiment.hosts.end()) {
     return &it->second;

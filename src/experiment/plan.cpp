@@ -255,9 +255,14 @@ std::string format_plan(const Plan& plan) {
                        : host.kind == HostKind::ssh   ? "ssh"
                                                       : host.describe());
     if (auto nodes = hosts_for(e, v); !nodes.empty() && slot_of(e, nodes.front())) {
-      out += fmt::format("  slots:      runs in whichever of {} GPU slots is free; in slot k, CUDA_VISIBLE_DEVICES "
-                         "is the slot's GPUs and the port is {} + k\n",
-                         nodes.size(), s.port);
+      std::vector<std::string> where;
+      for (const auto& node : nodes) {
+        if (auto slot = slot_of(e, node)) {
+          auto in_slot = slot->server_in_slot(s);
+          where.push_back(fmt::format("{} (GPUs {}, port {})", node, fmt::join(in_slot.gpus.value_or(std::vector<int>{}), ","), in_slot.port));
+        }
+      }
+      out += fmt::format("  slots:      runs in whichever GPU slot is free: {}\n", util::join(where, "; "));
     }
     if (host.kind == HostKind::slurm) {
       out += fmt::format("  job:        {}\n", describe_job(v, host));

@@ -3,6 +3,7 @@
 #include <specctl/bench/wire.hpp>
 #include <specctl/http/get.hpp>
 #include <specctl/remote/local_host.hpp>
+#include <specctl/report/result_writer.hpp>
 #include <specctl/run/bench_job.hpp>
 #include <specctl/util/atomic_file.hpp>
 
@@ -220,9 +221,10 @@ int run_bench_job(const std::filesystem::path& file, const std::atomic<bool>* st
       }
     }
   } catch (const Error& e) {
-    result["error"] = {{"message", e.what()}, {"kind", e.kind() == ErrorKind::bad_input ? "bad_input" : "failed"}};
+    result["error"] = {{"message", e.what()}, {"kind", report::error_kind_name(e.kind())}};
   } catch (const std::exception& e) {
-    result["error"] = {{"message", fmt::format("internal error: {}", e.what())}, {"kind", "failed"}};
+    result["error"] = {{"message", fmt::format("internal error: {}", e.what())},
+                       {"kind", report::error_kind_name(ErrorKind::failed)}};
   }
   write_result(job, result);
   return 0;

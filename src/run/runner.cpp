@@ -4,6 +4,7 @@
 
 #include <specctl/experiment/plan.hpp>
 #include <specctl/report/report.hpp>
+#include <specctl/report/result_writer.hpp>
 #include <specctl/run/journal.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
@@ -52,36 +53,6 @@ FinishedRow finished_row(const std::filesystem::path& out_dir, const json& resul
     // The line goes without figures; the final table says what the folder holds.
   }
   return row;
-}
-
-// A variant that ran to the end but with too many failed requests in a
-// benchmark is failed: its figures stay, --resume measures that benchmark
-// again, and the report refuses its verdicts by the same rule.
-void fail_on_failed_requests(ordered& result, double max_failed_pct) {
-  if (result.value("status", "") != "ok" || !result.contains("benchmarks") || !result["benchmarks"].is_object()) {
-    return;
-  }
-  std::optional<std::string> failed;
-  std::string failed_why;
-  for (const auto& [name, entry] : result["benchmarks"].items()) {
-    if (!entry.is_object() || entry.value("kind", "") == "command") {
-      continue;
-    }
-    auto counts = report::benchmark_counts(json::parse(entry.dump()));
-    if (auto why = report::too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
-      failed = std::string(name);
-      failed_why = *why;
-      break;
-    }
-  }
-  if (!failed) {
-    return;
-  }
-  // Written after the loop: adding keys to `result` may move what the loop looked at.
-  std::string message = failed_why + ": not measured";
-  result["status"] = "failed";
-  result["reason"] = fmt::format("bench {}: {}", *failed, message);
-  result["failure"] = {{"phase", "bench " + *failed}, {"kind", "failed"}, {"message", message}};
 }
 
 void write_or_throw(const std::filesystem::path& path, std::string_view content) {
@@ -477,7 +448,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   }
   auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& finished) {
     ordered result = finished;
-    fail_on_failed_requests(result, experiment.report.max_failed_pct);
+    report::fail_on_failed_requests(result, experiment.report.max_failed_pct);
     std::string name = result.value("variant", "");
     std::string status = result.value("status", "failed");
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.

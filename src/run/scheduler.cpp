@@ -1,5 +1,7 @@
 #include "run_context.hpp"
 
+#include <specctl/report/result_writer.hpp>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -229,16 +231,13 @@ private:
         continue;
       }
       const auto& variant = *it->job.planned->variant;
-      ordered result = {{"format", report::k_result_format},
-                        {"version", report::k_results_version},
-                        {"variant", variant.name},
-                        {"status", "failed"},
-                        {"reason", fmt::format("connect: no host left to run it ({} was taken out: {})", node, reason)},
-                        {"failure", {{"phase", "connect"}, {"kind", "unreachable"}, {"message", reason}}},
-                        {"host", node},
-                        {"attempt", it->attempt}};
+      report::ResultWriter result({variant.name, variant.description, node, it->attempt,
+                                   utc_timestamp(std::chrono::system_clock::now())});
+      result.fail("connect", Error(fmt::format("no host left to run it ({} was taken out: {})", node, reason),
+                                   ErrorKind::unreachable));
+      result.finish(utc_timestamp(std::chrono::system_clock::now()), 0.0);
       ++m_counts.failed;
-      m_finished(result);
+      m_finished(result.doc());
       it = m_queue.erase(it);
     }
   }

@@ -11,6 +11,7 @@
 
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/slurm.hpp>
+#include <specctl/report/result_writer.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/util/hash.hpp>
 #include <specctl/util/shell.hpp>
@@ -25,6 +26,7 @@ namespace specctl::run::detail {
 
 namespace {
 
+using util::seconds_since;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
@@ -36,10 +38,6 @@ constexpr util::Duration k_cancel_wait = std::chrono::minutes{2};
 constexpr util::Duration k_lost_contact = std::chrono::minutes{10};
 // The most of a job's journal read per poll, and of its result.
 constexpr std::size_t k_max_read = 16 * 1024 * 1024;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // A JSON document the job wrote; nullopt while it is not there (or not whole).
 std::optional<json> read_remote_json(remote::Host& host, const std::string& path) {
@@ -84,13 +82,8 @@ public:
 
   ordered run(const std::optional<Adoption>& adopt, bool& transient) {
     auto started = Clock::now();
-    m_result["format"] = report::k_result_format;
-    m_result["version"] = report::k_results_version;
-    m_result["variant"] = m_variant.name;
-    m_result["description"] = m_variant.description;
-    m_result["host"] = m_host.name;
-    m_result["attempt"] = m_attempt;
-    m_result["started"] = utc_timestamp(std::chrono::system_clock::now());
+    m_result.emplace(report::ResultWriter::Start{m_variant.name, m_variant.description, m_host.name, m_attempt,
+                                                 utc_timestamp(std::chrono::system_clock::now())});
     transient = false;
     try {
       if (adopt) {
@@ -112,9 +105,8 @@ public:
     } catch (const std::exception& e) {
       fail(m_phase, Error(fmt::format("internal error: {}", e.what())));
     }
-    m_result["finished"] = utc_timestamp(std::chrono::system_clock::now());
-    m_result["duration_s"] = seconds_since(started);
-    return m_result;
+    m_result->finish(utc_timestamp(std::chrono::system_clock::now()), seconds_since(started));
+    return m_result->doc();
   }
 
 private:
@@ -194,7 +186,7 @@ private:
     }
     m_job_id = std::to_string(newest->first);
     m_attempt = newest->second;
-    m_result["attempt"] = m_attempt;
+    m_result->doc()["attempt"] = m_attempt;
     m_job_dir = fmt::format("{}/{}/attempt-{}", job_root(m_c, m_slurm), m_variant.name, m_attempt);
     m_c.journal.record("slurm_adopted", {{"variant", m_variant.name},
                                          {"job_id", m_job_id},
@@ -360,10 +352,10 @@ private:
     if (payload) {
       // What the job measured is kept, whatever Slurm did to it after.
       for (auto& [key, value] : payload->items()) {
-        m_result[key] = value;
+        m_result->doc()[key] = value;
       }
-      m_result["host"] = m_host.name;
-      m_result["attempt"] = m_attempt;
+      m_result->doc()["host"] = m_host.name;
+      m_result->doc()["attempt"] = m_attempt;
     }
     ordered info = {
         {"job_id", job.id},    {"state", job.state},       {"reason", job.reason},         {"exit_code", job.exit_code},
@@ -372,7 +364,7 @@ private:
     if (auto allocation = read_remote_json(m_login, m_job_dir + "/allocation.json")) {
       info["allocation"] = *allocation;
     }
-    m_result["slurm"] = info;
+    m_result->doc()["slurm"] = info;
     bring_back(run_dir);
 
     std::string where = job.nodes.empty() || job.nodes == "(null)" ? "" : " on " + job.nodes;
@@ -462,29 +454,11 @@ private:
   }
 
   void warn(const std::string& text) {
-    if (!m_result.contains("warnings")) {
-      m_result["warnings"] = ordered::array();
-    }
-    m_result["warnings"].push_back(text);
+    m_result->warn(text);
     message(Severity::warning, text);
   }
 
-  void fail(const std::string& phase, const Error& error) {
-    bool interrupted = error.kind() == ErrorKind::interrupted;
-    std::string kind = interrupted           ? "interrupted"
-                       : error.timed_out()   ? "timed_out"
-                       : error.unreachable() ? "unreachable"
-                                             : "failed";
-    std::string text = error.what();
-    m_result["status"] = interrupted ? "interrupted" : "failed";
-    m_result["reason"] = fmt::format("{}: {}", phase, text.substr(0, text.find('\n')));
-    ordered failure = {{"phase", phase}, {"kind", kind}, {"message", text}};
-    // The payload's own failure (a crash while loading, say) stays beside Slurm's verdict.
-    if (m_result.contains("failure") && m_result["failure"].is_object()) {
-      failure["job_failure"] = m_result["failure"];
-    }
-    m_result["failure"] = failure;
-  }
+  void fail(const std::string& phase, const Error& error) { m_result->fail(phase, error); }
 
   const VariantContext& m_c;
   const experiment::Variant& m_variant;
@@ -495,7 +469,7 @@ private:
   int m_attempt;
   remote::Host& m_login;
   remote::SlurmClient m_client;
-  ordered m_result;
+  std::optional<report::ResultWriter> m_result;
   std::string m_phase = "submit";
   std::string m_shown;
   std::string m_job_id;

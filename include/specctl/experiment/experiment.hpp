@@ -219,6 +219,11 @@ struct Slot {
   int index = 0;
   int count = 0;
   std::vector<int> gpus;
+
+  // A variant's server in this slot: the slot's GPUs, and a port of its own
+  // (the variant's plus the slot's index), so the slots of one host never
+  // collide. The plan shows it and the run launches it.
+  server::ServerConfig server_in_slot(const server::ServerConfig& server) const;
 };
 std::optional<Slot> slot_of(const Experiment& experiment, const std::string& node);
 

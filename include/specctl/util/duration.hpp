@@ -16,4 +16,9 @@ std::expected<Duration, std::string> parse_duration(std::string_view text);
 // Formats for people: "250ms", "45s", "15m", "1h 5m", "2h 10m 5s".
 std::string format_duration(Duration d);
 
+// Seconds from `start` to now, on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 } // namespace specctl::util

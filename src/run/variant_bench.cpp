@@ -1,0 +1,514 @@
+#include "variant_run.hpp"
+
+#include <specctl/bench/prompts.hpp>
+#include <specctl/bench/report.hpp>
+#include <specctl/http/get.hpp>
+#include <specctl/remote/host_ops.hpp>
+#include <specctl/remote/local_host.hpp>
+#include <specctl/report/results.hpp>
+#include <specctl/run/command_bench.hpp>
+#include <specctl/run/server_metrics.hpp>
+#include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace specctl::run::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+// The most of a benchmark window's server log that is read for its metrics.
+constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
+// The warmup request: enough tokens to go through prefill and decode once.
+constexpr int k_warmup_tokens = 16;
+// A command benchmark without a timeout of its own.
+constexpr util::Duration k_command_timeout = std::chrono::minutes{30};
+
+std::optional<std::uint64_t> log_size(remote::Host& host, const std::string& path) {
+  auto result = host.exec(fmt::format("wc -c < {} 2>/dev/null || echo 0", util::shell_quote(path)));
+  if (!result || result->exit_code != 0) {
+    return std::nullopt;
+  }
+  try {
+    return std::stoull(result->out);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+json server_metrics_json(const std::vector<ServerMetric>& metrics) {
+  json out = json::object();
+  for (const auto& m : metrics) {
+    out[m.name] = {{"samples", m.samples},
+                   {"mean", report::finite_or_null(m.mean)},
+                   {"min", report::finite_or_null(m.min)},
+                   {"max", report::finite_or_null(m.max)},
+                   {"last", report::finite_or_null(m.last)}};
+  }
+  return out;
+}
+
+bench::Endpoint to_bench(experiment::Endpoint endpoint) {
+  return endpoint == experiment::Endpoint::chat ? bench::Endpoint::chat : bench::Endpoint::completions;
+}
+
+bench::PromptSource prompt_source(const experiment::PromptSpec& spec, const std::filesystem::path& base) {
+  bench::PromptSource source;
+  if (spec.file) {
+    source.kind = bench::PromptKind::file;
+    std::filesystem::path file(*spec.file);
+    source.path = file.is_relative() ? (base / file).string() : file.string();
+  } else if (spec.synthetic_input_tokens) {
+    source.kind = bench::PromptKind::synthetic;
+    source.input_tokens = *spec.synthetic_input_tokens;
+  } else if (!spec.inline_prompts.empty()) {
+    source.kind = bench::PromptKind::inline_texts;
+    source.texts = spec.inline_prompts;
+  } else if (spec.builtin == "long") {
+    source.kind = bench::PromptKind::long_set;
+  }
+  return source;
+}
+
+void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std::string& out) {
+  for (const auto& record : level.records) {
+    out += bench::request_to_json(record, phase).dump(-1, ' ', false, json::error_handler_t::replace);
+    out += '\n';
+  }
+}
+
+// Sums over a benchmark's levels of what its requests say about the figures:
+// prompt tokens served from the prefix cache, and drafts accepted on repeats.
+struct Honesty {
+  std::int64_t prompt_tokens = -1;
+  std::int64_t cached_tokens = -1;
+  // Without their chunks: the acceptance check needs only the server's counts.
+  std::vector<bench::RequestRecord> records;
+
+  // Takes the level's records (its results are written by then).
+  void add(bench::LevelResult& level) {
+    const auto sum = [](std::int64_t& total, std::int64_t value) {
+      if (value >= 0) {
+        total = std::max<std::int64_t>(total, 0) + value;
+      }
+    };
+    sum(prompt_tokens, level.prompt_tokens);
+    sum(cached_tokens, level.cached_prompt_tokens);
+    for (auto& record : level.records) {
+      record.chunks = {};
+      records.push_back(std::move(record));
+    }
+    level.records.clear();
+  }
+
+  std::vector<std::string> flags(std::string_view benchmark) const {
+    std::vector<std::string> out;
+    if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens)) {
+      out.push_back(std::move(*flag));
+    }
+    if (auto flag = bench::repeated_acceptance_flag(benchmark, records)) {
+      out.push_back(std::move(*flag));
+    }
+    return out;
+  }
+};
+
+std::string first_error(const bench::LevelResult& level) {
+  for (std::size_t k = 0; k < bench::k_failure_kinds; ++k) {
+    if (level.failures[k] > 0) {
+      return fmt::format("{} ({} x {})", level.first_error[k],
+                         bench::failure_name(static_cast<bench::FailureKind>(k)), level.failures[k]);
+    }
+  }
+  return "no request completed";
+}
+
+} // namespace
+
+bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& spec, const std::string& label) {
+  bench::RunOptions common;
+  common.request.endpoint = to_bench(spec.endpoint);
+  common.request.max_tokens = spec.max_tokens;
+  common.request.ignore_eos = spec.ignore_eos;
+  common.request.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(spec.idle_timeout);
+  auto base = std::filesystem::path(m_s.experiment.file).parent_path();
+  auto prompts = bench::load_prompts(prompt_source(spec.prompts, base));
+  if (!prompts) {
+    throw PhaseFailure{label, Error(prompts.error().what(), ErrorKind::bad_input)};
+  }
+  common.prompts = std::move(*prompts);
+  common.unique_prompts = spec.unique_prompts;
+  common.prompt_tag = label;
+  common.warmup = spec.warmup;
+  common.stop = m_s.options.stop;
+  if (spec.timeout > util::Duration::zero()) {
+    common.deadline = Clock::now() + spec.timeout;
+  }
+  std::string variant = m_variant.name;
+  Display* display = &m_s.display;
+  common.on_progress = [display, variant](const bench::Progress& p) { display->bench_progress(variant, p); };
+  return common;
+}
+
+// Where the built-in benchmarks run their client (src/run/bench_client.hpp), once the server runs.
+BenchClient& VariantRun::client() {
+  if (!m_client) {
+    BenchClient::Setup setup;
+    setup.host = m_host;
+    setup.default_where = m_s.experiment.bench_client;
+    setup.node = m_node;
+    setup.state_dir = std::filesystem::path(m_server->files.dir).parent_path().string();
+    setup.variant = m_variant.name;
+    setup.server_tag = m_server->tag;
+    setup.server_files = m_server->files;
+    setup.server_pid = m_server->pid;
+    setup.server_port = m_config.port;
+    for (const auto& source : m_config.tmpl->accept_length) {
+      if (source.kind == server::AcceptSource::Kind::prometheus) {
+        setup.metrics_path = source.path;
+        break;
+      }
+    }
+    setup.stop = m_s.options.stop;
+    setup.target = [this]() -> const bench::Target& { return target(); };
+    setup.warn = [this](const std::string& text) { warn(text); };
+    setup.flag = [this](const std::string& text) { m_result.flag(text); };
+    setup.journal = [this](std::string_view event, json fields) { m_s.journal.record(event, std::move(fields)); };
+    m_client.emplace(std::move(setup));
+  }
+  return *m_client;
+}
+
+const bench::Target& VariantRun::target() {
+  if (!m_target) {
+    try {
+      m_target = bench::resolve_target(bench::Target{m_server->base_url(), "", ""});
+    } catch (const Error& e) {
+      throw PhaseFailure{m_phase, e};
+    }
+  }
+  return *m_target;
+}
+
+void VariantRun::run_warmup() {
+  if (m_variant.benchmarks.empty()) {
+    return;
+  }
+  const auto* first = m_s.experiment.find_benchmark(m_variant.benchmarks.front());
+  begin("warmup");
+  experiment::BenchmarkSpec spec =
+      first != nullptr && first->kind != experiment::BenchmarkKind::command ? *first : experiment::BenchmarkSpec{};
+  spec.max_tokens = std::min(spec.max_tokens, k_warmup_tokens);
+  spec.timeout = m_config.warmup_timeout;
+  bench::SingleStreamOptions options{common_options(spec, "warmup"), 1};
+  options.common.prompt_tag = "warmup";
+  options.common.warmup = 0;
+  options.common.on_progress = nullptr;
+  ServerWatch watch(*m_host, m_server->files, m_server->pid, m_s.options.stop);
+  options.common.stop = watch.stop_flag();
+  options.common.on_request_failed = [&](bench::FailureKind kind) { watch.poke(kind); };
+  options.common.hold = watch.hold_flag();
+  auto result = bench::run_single_stream(target(), options);
+  if (auto death = watch.death()) {
+    server_died(*death, "the warmup");
+  }
+  check_stop();
+  if (result.level.completed == 0) {
+    throw PhaseFailure{"warmup", Error(fmt::format("the warmup request failed: {}", first_error(result.level)))};
+  }
+  end();
+}
+
+// The Prometheus text of the template's first prometheus source, when it has one.
+std::optional<std::string> VariantRun::scrape_metrics() {
+  for (const auto& source : m_config.tmpl->accept_length) {
+    if (source.kind != server::AcceptSource::Kind::prometheus) {
+      continue;
+    }
+    auto response = http::get(m_server->base_url() + source.path);
+    if (response && response->status == 200) {
+      return std::move(response->body);
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+VariantRun::Window VariantRun::open_window() { return Window{log_size(*m_host, m_server->files.log()), scrape_metrics()}; }
+
+// The window's server metrics and accept length into `holder`: the log from
+// its size at the opening to now, in one read (up to k_max_window_bytes), and
+// the counters' difference; the accept length names its source.
+void VariantRun::close_window(const Window& window, ordered& holder, const bench::LevelResult& level) {
+  std::string bytes;
+  if (window.log_from) {
+    auto read = remote::read_file_from(*m_host, m_server->files.log(), *window.log_from, k_max_window_bytes);
+    if (read) {
+      bytes = std::move(*read);
+    } else {
+      warn(fmt::format("could not read the server log for its metrics: {}", read.error().what()));
+    }
+  }
+  const auto& patterns = m_config.tmpl->log;
+  holder["server_metrics"] = server_metrics_json(scan_server_metrics(patterns, bytes));
+  if (window.log_from) {
+    // The bytes of server.log the figures were read from: anyone can read them again.
+    holder["server_log_window"] = {*window.log_from, *window.log_from + bytes.size()};
+  }
+  AcceptWindow facts;
+  facts.log = bytes;
+  facts.metrics_before = window.metrics_before;
+  if (window.metrics_before) {
+    facts.metrics_after = scrape_metrics();
+  }
+  facts.draft_accepted = level.draft_accepted;
+  facts.predicted_tokens = level.server_predicted_n;
+  facts.completed = level.completed;
+  if (auto accept = accept_length_of(m_config.tmpl->accept_length, patterns, facts)) {
+    holder["metrics"]["accept_length"] = report::finite_or_null(accept->value);
+    holder["accept_length_source"] = {
+        {"kind", server::accept_source_name(accept->kind)}, {"how", accept->source}, {"over", accept->over}};
+  }
+}
+
+void VariantRun::write_requests(const std::string& benchmark, const std::string& content) {
+  if (!m_s.failures.write(m_s.paths.requests(m_variant.name, benchmark), content)) {
+    throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the requests: {}", m_s.failures.first()->what()))};
+  }
+}
+
+void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
+  begin("bench " + spec.name);
+  ordered entry;
+  entry["kind"] = report::benchmark_kind_name(spec.kind);
+  entry["spec"] = spec.describe();
+  int completed = 0;
+  int failed = 0;
+  std::string why_failed;
+  bool interrupted = false;
+  std::string requests;
+  // Where the server died, when it did: what ran then, and how.
+  std::optional<std::pair<std::string, ServerWatch::Death>> died;
+  // What the benchmark's requests say of the figures' honesty, over all its levels.
+  Honesty honesty;
+  std::optional<ServerWatch> watch;
+  if (spec.kind != experiment::BenchmarkKind::command) {
+    watch.emplace(*m_host, m_server->files, m_server->pid, m_s.options.stop);
+  }
+  switch (spec.kind) {
+  case experiment::BenchmarkKind::single_stream: {
+    // The window opens after the warmup: its requests are not in the server's figures.
+    Window window;
+    bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
+    options.common.prompt_tag = spec.name;
+    options.common.stop = watch->stop_flag();
+    options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
+    options.common.hold = watch->hold_flag();
+    options.common.on_measured_start = [&] { window = open_window(); };
+    auto result = client().single_stream(spec, options, *watch, [&](const ClientWindow& w) {
+      window = Window{w.log_from, w.metrics_before};
+    });
+    entry["client"] = client().describe(spec);
+    if (auto death = watch->death()) {
+      died.emplace(m_phase, *death);
+    }
+    entry["metrics"] = report::single_stream_metrics(result);
+    close_window(window, entry, result.level);
+    entry["result"] = bench::to_json(result);
+    completed = result.level.completed;
+    failed = result.level.failed;
+    why_failed = first_error(result.level);
+    interrupted = result.ended == bench::Ended::interrupted;
+    requests_jsonl(result.level, "single-stream", requests);
+    honesty.add(result.level);
+    break;
+  }
+  case experiment::BenchmarkKind::concurrency:
+  case experiment::BenchmarkKind::rate: {
+    bool rate = spec.kind == experiment::BenchmarkKind::rate;
+    std::size_t count = rate ? spec.rates.size() : spec.levels.size();
+    const int repeats = std::max(spec.repeats, 1);
+    entry["repeats"] = repeats;
+    entry["levels"] = ordered::array();
+    auto common = common_options(spec, m_phase);
+    common.stop = watch->stop_flag();
+    common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
+    common.hold = watch->hold_flag();
+    bool timed_out = false;
+    // Every level once, then every level again: drift over the benchmark (a
+    // warming GPU, a filling cache) spreads over all levels instead of landing on one.
+    for (int r = 1; r <= repeats && !interrupted && !died && !timed_out; ++r) {
+      for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
+        check_stop();
+        // One level at a time, so the server's log can be read for each level's window.
+        Window window;
+        std::vector<bench::LevelResult> levels;
+        bench::Ended ended = bench::Ended::normally;
+        auto level_common = common;
+        level_common.warmup = r == 1 && i == 0 ? spec.warmup : 0;
+        level_common.prompt_tag = fmt::format("{} r{}", spec.name, r);
+        level_common.on_measured_start = [&] { window = open_window(); };
+        const std::string repeat_text = repeats > 1 ? fmt::format(" #{}", r) : "";
+        if (rate) {
+          // A schedule of its own for every level and repeat, the same on every run of the experiment.
+          bench::RateOptions options{level_common,
+                                     {spec.rates[i]},
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
+                                     spec.max_concurrency,
+                                     spec.burstiness,
+                                     static_cast<std::uint64_t>(static_cast<std::size_t>(r - 1) * count + i)};
+          auto result = client().rate(spec, options, *watch, [&](const ClientWindow& w) {
+            window = Window{w.log_from, w.metrics_before};
+          });
+          levels = std::move(result.levels);
+          ended = result.ended;
+        } else {
+          bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
+          auto result = client().concurrency(spec, options, *watch, [&](const ClientWindow& w) {
+            window = Window{w.log_from, w.metrics_before};
+          });
+          levels = std::move(result.levels);
+          ended = result.ended;
+        }
+        entry["client"] = client().describe(spec);
+        if (auto death = watch->death()) {
+          died.emplace(rate ? fmt::format("{} at rate {:g}{}", m_phase, spec.rates[i], repeat_text)
+                            : fmt::format("{} at c{}{}", m_phase, spec.levels[i], repeat_text),
+                       *death);
+        }
+        interrupted = ended == bench::Ended::interrupted && !died;
+        for (auto& level : levels) {
+          ordered item;
+          item["concurrency"] =
+              rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency) : spec.levels[i];
+          if (rate) {
+            item["rate"] = report::finite_or_null(spec.rates[i]);
+          }
+          item["repeat"] = r;
+          item["metrics"] = report::level_metrics(level);
+          close_window(window, item, level);
+          item["result"] = bench::to_json(level);
+          completed += level.completed;
+          failed += level.failed;
+          if (level.completed == 0 && why_failed.empty()) {
+            why_failed = first_error(level);
+          }
+          std::string phase =
+              (rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i])) +
+              repeat_text;
+          requests_jsonl(level, phase, requests);
+          honesty.add(level);
+          entry["levels"].push_back(std::move(item));
+        }
+        if (ended == bench::Ended::timed_out) {
+          warn(fmt::format("benchmark \"{}\" reached its time limit of {}; later levels did not run", spec.name,
+                           util::format_duration(spec.timeout)));
+          timed_out = true;
+          break;
+        }
+      }
+    }
+    break;
+  }
+  case experiment::BenchmarkKind::command: {
+    run_command(spec, entry);
+    return;
+  }
+  }
+  entry["completed"] = completed;
+  entry["failed"] = failed;
+  entry["status"] = completed > 0 && !died ? "ok" : "failed";
+  for (auto& flag : honesty.flags(spec.name)) {
+    m_result.flag(std::move(flag));
+  }
+  if (died) {
+    entry["server_died"] = {{"during", died->first},
+                            {"exit_code", died->second.exit_code ? json(*died->second.exit_code) : json(nullptr)},
+                            {"after_s", died->second.after_s}};
+  }
+  m_result.benchmark(spec.name, std::move(entry));
+  end({{"completed", completed}, {"failed", failed}});
+  watch.reset();
+  save_progress();
+  write_requests(spec.name, requests);
+  if (died) {
+    server_died(died->second, died->first);
+  }
+  if (interrupted) {
+    check_stop();
+  }
+  if (completed == 0) {
+    throw PhaseFailure{m_phase, Error(fmt::format("every request of benchmark \"{}\" failed: {}", spec.name,
+                                                  why_failed.empty() ? "no request completed" : why_failed))};
+  }
+}
+
+void VariantRun::run_command(const experiment::BenchmarkSpec& spec, ordered& entry) {
+  bool on_host = spec.run_on == experiment::CommandWhere::host;
+  CommandContext context;
+  context.variant = m_variant.name;
+  context.model = m_config.model;
+  // The node's address as the experiment names it ("127.0.0.1" for this machine).
+  const auto* machine = experiment::machine_of(m_s.experiment, m_node);
+  context.host =
+      machine != nullptr && machine->kind == experiment::HostKind::ssh ? machine->hostname : std::string("127.0.0.1");
+  context.port = on_host ? m_config.port : m_server->local_port;
+  context.url = on_host ? fmt::format("http://127.0.0.1:{}", m_config.port) : m_server->base_url();
+  remote::LocalHost local;
+  remote::Host& where = on_host ? *m_host : static_cast<remote::Host&>(local);
+  auto window = open_window();
+  util::Duration timeout = spec.timeout > util::Duration::zero() ? spec.timeout : k_command_timeout;
+  auto outcome = must(run_command_benchmark(where, spec, context, timeout), m_phase);
+  entry["command"] = outcome.command_line;
+  entry["on"] = on_host ? "host" : "local";
+  entry["exit_code"] = outcome.exit_code;
+  entry["timed_out"] = outcome.timed_out;
+  entry["duration_s"] = outcome.duration_s;
+  entry["metrics"] = ordered::object();
+  for (const auto& [name, value] : outcome.metrics) {
+    entry["metrics"][name] = report::finite_or_null(value);
+  }
+  entry["problems"] = outcome.problems;
+  entry["stdout_tail"] = outcome.out_tail;
+  entry["stderr_tail"] = outcome.err_tail;
+  close_window(window, entry, bench::LevelResult{});
+  bool ok = outcome.ok();
+  entry["status"] = ok ? "ok" : "failed";
+  m_result.benchmark(spec.name, std::move(entry));
+  end({{"exit_code", outcome.exit_code}});
+  save_progress();
+  if (!ok) {
+    std::string why = outcome.timed_out           ? fmt::format("timed out after {}", util::format_duration(timeout))
+                      : !outcome.problems.empty() ? outcome.problems.front()
+                                                  : fmt::format("exit code {}", outcome.exit_code);
+    throw PhaseFailure{m_phase, Error(fmt::format("command benchmark \"{}\" failed: {}", spec.name, why),
+                                      outcome.timed_out ? ErrorKind::timed_out : ErrorKind::failed)};
+  }
+}
+
+void VariantRun::flag_ineffective_speculation() {
+  for (auto& [name, entry] : m_result.doc()["benchmarks"].items()) {
+    std::vector<const ordered*> holders = {&entry};
+    if (entry.contains("levels")) {
+      for (const auto& level : entry["levels"]) {
+        holders.push_back(&level);
+      }
+    }
+    for (const auto* holder : holders) {
+      if (holder->contains("metrics") && (*holder)["metrics"].contains("accept_length") &&
+          (*holder)["metrics"]["accept_length"].is_number() &&
+          speculation_ineffective((*holder)["metrics"]["accept_length"].get<double>())) {
+        m_result.flag(fmt::format("speculation does nothing: accept length {:.2f} in benchmark \"{}\"",
+                                                (*holder)["metrics"]["accept_length"].get<double>(), name));
+        return;
+      }
+    }
+  }
+}
+
+} // namespace specctl::run::detail

@@ -1,0 +1,104 @@
+#pragma once
+
+// One attempt at one variant on one machine: connect, clean up, launch, wait
+// out the load, warm up, benchmark, tear down. The lifecycle is in
+// variant_run.cpp, the benchmarks (warmup, windows, levels, commands) in
+// variant_bench.cpp; result.json is written through report::ResultWriter.
+
+#include "bench_client.hpp"
+#include "run_context.hpp"
+#include "server_watch.hpp"
+
+#include <specctl/bench/bench.hpp>
+#include <specctl/report/result_writer.hpp>
+#include <specctl/server/lifecycle.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace specctl::run::detail {
+
+// Why a variant attempt stopped: the phase and the error.
+struct PhaseFailure {
+  std::string phase;
+  Error error;
+};
+
+template <typename T> T must(std::expected<T, Error> value, const std::string& phase) {
+  if (!value) {
+    throw PhaseFailure{phase, value.error()};
+  }
+  return std::move(*value);
+}
+
+class VariantRun {
+public:
+  using Clock = std::chrono::steady_clock;
+  using json = nlohmann::json;
+  using ordered = nlohmann::ordered_json;
+
+  VariantRun(const VariantContext& shared, const experiment::PlannedVariant& planned, std::string node, int index,
+             int total, int attempt);
+
+  // The variant's result document; `transient` says whether trying again may help.
+  ordered run(bool& transient);
+
+private:
+  // variant_run.cpp: the lifecycle.
+  bool stopped() const;
+  void check_stop();
+  void begin(const std::string& phase);
+  void end(json fields = json::object());
+  void execute();
+  bool keep_measured(const experiment::BenchmarkSpec& spec);
+  void save_progress();
+  void record_provenance();
+  void render_for_version(const std::string& version);
+  void tear_down();
+  void copy_log();
+  void warn(const std::string& text);
+  [[noreturn]] void server_died(const ServerWatch::Death& death, const std::string& what);
+
+  // variant_bench.cpp: the warmup and the benchmarks.
+  bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label);
+  BenchClient& client();
+  const bench::Target& target();
+  void run_warmup();
+  // A benchmark window: the log's size and the Prometheus counters when it opened.
+  struct Window {
+    std::optional<std::uint64_t> log_from;
+    std::optional<std::string> metrics_before;
+  };
+  std::optional<std::string> scrape_metrics();
+  Window open_window();
+  void close_window(const Window& window, ordered& holder, const bench::LevelResult& level);
+  void write_requests(const std::string& benchmark, const std::string& content);
+  void run_benchmark(const experiment::BenchmarkSpec& spec);
+  void run_command(const experiment::BenchmarkSpec& spec, ordered& entry);
+  void flag_ineffective_speculation();
+
+  VariantContext m_s;
+  const experiment::PlannedVariant& m_planned;
+  // The command launched: the plan's, or rendered again for the host's engine version.
+  server::LaunchCommand m_launch = m_planned.launch;
+  const experiment::Variant& m_variant;
+  const server::ServerConfig& m_config;
+  // The machine this attempt runs on: the variant's host, or a member of its pool.
+  std::string m_node;
+  std::string m_state_dir;
+  int m_index;
+  int m_total;
+  int m_attempt;
+  std::unique_ptr<util::Reporter> m_reporter;
+  report::ResultWriter m_result;
+  remote::Host* m_host = nullptr;
+  std::optional<server::RunningServer> m_server;
+  std::optional<bench::Target> m_target;
+  std::optional<BenchClient> m_client;
+  std::string m_phase = "start";
+  Clock::time_point m_phase_start = Clock::now();
+};
+
+} // namespace specctl::run::detail
