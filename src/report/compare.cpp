@@ -1,6 +1,6 @@
 #include <specctl/report/compare.hpp>
 
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <specctl/util/error.hpp>
 #include <specctl/util/text_table.hpp>

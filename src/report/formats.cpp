@@ -1,4 +1,4 @@
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/error.hpp>

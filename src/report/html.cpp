@@ -1,9 +1,9 @@
 // report.html: one self-contained page (no script, no network, no fonts to
 // fetch) with the report's tables and inline SVG plots. Figures come from the
 // Report as built; this file only lays them out, with the same number formats
-// as the Markdown report (format.hpp).
+// as the Markdown report (cells.hpp).
 
-#include "format.hpp"
+#include "cells.hpp"
 #include "svg.hpp"
 
 #include <specctl/report/report.hpp>

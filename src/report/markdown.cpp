@@ -1,4 +1,4 @@
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <specctl/util/text_table.hpp>
 
@@ -37,7 +37,7 @@ std::string single_stream_section(const SingleStreamTable& t) {
                    {"TPOT ms", Align::right}});
   for (const auto& row : t.rows) {
     bool measured = row.tok_s.has_value();
-    table.add_row({row.variant, fixed(measured ? std::optional(row.tok_s->mean) : std::nullopt, 1),
+    table.add_row({row.variant, detail::tok_s_cell(row),
                    fixed(measured ? std::optional(row.tok_s->stdev) : std::nullopt, 1),
                    measured ? fmt::format("{}", row.tok_s->n) : "-",
                    row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-",
@@ -82,7 +82,7 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
   std::string out = fmt::format("## {} ({})\n\n{}\n\n", t.benchmark, t.rate ? "request rate" : "concurrency", t.spec);
   out += level_grid(
       t, t.repeats > 1 ? "Output tok/s (mean ± stdev over repeats)" : "Output tok/s",
-      [](const LevelFigures& f) { return detail::spread_text(f.tok_s) + detail::failed_text(f.counts); },
+      [](const LevelFigures& f) { return detail::tok_s_cell(f); },
       !r.baseline.empty());
   if (!r.baseline.empty()) {
     out += level_grid(
@@ -146,7 +146,7 @@ std::string command_section(const CommandTable& t) {
   for (const auto& [variant, values] : t.rows) {
     std::vector<std::string> cells = {variant};
     for (const auto& v : values) {
-      cells.push_back(v ? fmt::format("{:.4g}", *v) : "-");
+      cells.push_back(detail::metric_cell(v));
     }
     table.add_row(std::move(cells));
   }

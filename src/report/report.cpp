@@ -1,6 +1,7 @@
 #include <specctl/report/report.hpp>
 
-#include "format.hpp"
+#include "cells.hpp"
+#include "noise.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -12,9 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
-#include <cstdio>
-#include <ctime>
 #include <set>
 #include <specctl/util/duration.hpp>
 
@@ -40,20 +38,6 @@ std::optional<double> number(const json& value) {
 
 std::string text(const json& value, std::string fallback = {}) {
   return value.is_string() ? value.get<std::string>() : fallback;
-}
-
-json read_json_file(const std::filesystem::path& path, std::string_view what) {
-  std::ifstream in(path);
-  if (!in) {
-    throw Error(fmt::format("{}: cannot read {} (is \"{}\" a specctl result folder?)", path.string(), what,
-                            path.parent_path().string()),
-                ErrorKind::bad_input);
-  }
-  auto doc = json::parse(in, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    throw Error(fmt::format("{}: not valid JSON", path.string()), ErrorKind::bad_input);
-  }
-  return doc;
 }
 
 // The benchmarks in the experiment's order, with their kind; an experiment.json
@@ -229,49 +213,11 @@ SingleStreamTable single_stream_table(const RunData& data, const BenchmarkInfo& 
 }
 
 // Where the verdicts change along the levels.
-Crossover crossover_of(const LevelsTable& table, const LevelsRow& row) {
-  Crossover out;
-  for (std::size_t i = 0; i < row.levels.size(); ++i) {
-    Verdict v = row.levels[i].verdict;
-    if (!out.runs.empty() && out.runs.back().verdict == v) {
-      out.runs.back().last = i;
-    } else {
-      out.runs.push_back({v, i, i});
-    }
-  }
-  if (std::all_of(out.runs.begin(), out.runs.end(), [](const auto& r) { return r.verdict == Verdict::not_measured; })) {
-    out.runs.clear();
-    return out;
-  }
-  // Faster from the lowest level on, then slower: estimate where 1.0 is crossed.
-  if (out.runs.size() >= 2 && out.runs.front().verdict == Verdict::faster) {
-    for (std::size_t k = 1; k < out.runs.size(); ++k) {
-      if (out.runs[k].verdict != Verdict::slower) {
-        continue;
-      }
-      std::size_t i1 = out.runs.front().last;
-      std::size_t i2 = out.runs[k].first;
-      double s1 = row.levels[i1].speedup->value;
-      double s2 = row.levels[i2].speedup->value;
-      double l1 = table.levels[i1];
-      double l2 = table.levels[i2];
-      if (s1 > 1.0 && s2 < 1.0) {
-        double f = (s1 - 1.0) / (s1 - s2);
-        out.estimate = l1 > 0 ? std::exp(std::log(l1) + f * (std::log(l2) - std::log(l1))) : l1 + f * (l2 - l1);
-      }
-      break;
-    }
-  }
-  return out;
-}
-
 struct LevelSet {
   std::vector<LevelFigures> levels;
   // Why the benchmark's verdicts are refused for this variant; empty when they are not.
   std::string refusal;
 };
-
-double mean_of(const std::vector<double>& values) { return bench::mean(values); }
 
 LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const std::vector<std::string>& variants,
                          const std::string& baseline, const std::string& repeat, double max_failed_pct) {
@@ -339,14 +285,14 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
       }
       auto mean_at = [&](const char* metric) -> std::optional<double> {
         auto it = latency.find(metric);
-        return it == latency.end() ? std::nullopt : std::optional(mean_of(it->second));
+        return it == latency.end() ? std::nullopt : std::optional(bench::mean(it->second));
       };
       f.ttft_p50_ms = mean_at("ttft_p50_ms");
       f.ttft_p99_ms = mean_at("ttft_p99_ms");
       f.tpot_p50_ms = mean_at("tpot_p50_ms");
       f.tpot_p99_ms = mean_at("tpot_p99_ms");
       if (!accept.empty()) {
-        f.accept_length = mean_of(accept);
+        f.accept_length = bench::mean(accept);
       }
       total += f.counts;
     }
@@ -529,155 +475,7 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
   return row;
 }
 
-// The baseline against its repeat, metric by metric.
-std::vector<NoiseRow> noise_rows(const Report& r) {
-  std::vector<NoiseRow> out;
-  auto add = [&](const std::string& benchmark, const std::string& level, const char* metric,
-                 std::optional<double> first, std::optional<double> again) {
-    NoiseRow row{benchmark, level, metric, first, again, std::nullopt};
-    if (first && again && *first != 0) {
-      row.difference_pct = (*again - *first) / *first * 100.0;
-    }
-    out.push_back(std::move(row));
-  };
-  auto mean = [](const std::optional<Spread>& s) { return s ? std::optional(s->mean) : std::nullopt; };
-  for (const auto& t : r.single_stream) {
-    const SingleStreamRow* first = nullptr;
-    const SingleStreamRow* again = nullptr;
-    for (const auto& row : t.rows) {
-      first = row.variant == r.baseline ? &row : first;
-      again = row.variant == r.repeat ? &row : again;
-    }
-    if (first == nullptr || again == nullptr) {
-      continue;
-    }
-    add(t.benchmark, "", "output_tok_s", mean(first->tok_s), mean(again->tok_s));
-    add(t.benchmark, "", "ttft_ms", first->ttft_ms, again->ttft_ms);
-    add(t.benchmark, "", "tpot_ms", first->tpot_ms, again->tpot_ms);
-  }
-  for (const auto& t : r.levels) {
-    const LevelsRow* first = nullptr;
-    const LevelsRow* again = nullptr;
-    for (const auto& row : t.rows) {
-      first = row.variant == r.baseline ? &row : first;
-      again = row.variant == r.repeat ? &row : again;
-    }
-    if (first == nullptr || again == nullptr) {
-      continue;
-    }
-    for (std::size_t i = 0; i < t.levels.size(); ++i) {
-      const auto& a = first->levels[i];
-      const auto& b = again->levels[i];
-      add(t.benchmark, t.label(i), "output_tok_s", mean(a.tok_s), mean(b.tok_s));
-      add(t.benchmark, t.label(i), "ttft_p50_ms", a.ttft_p50_ms, b.ttft_p50_ms);
-      add(t.benchmark, t.label(i), "ttft_p99_ms", a.ttft_p99_ms, b.ttft_p99_ms);
-      add(t.benchmark, t.label(i), "tpot_p50_ms", a.tpot_p50_ms, b.tpot_p50_ms);
-      add(t.benchmark, t.label(i), "tpot_p99_ms", a.tpot_p99_ms, b.tpot_p99_ms);
-    }
-  }
-  return out;
-}
-
-// Seconds since the epoch of "2026-11-20T22:00:00.000Z"; nullopt when it is not one.
-std::optional<double> utc_seconds(const std::string& stamp) {
-  std::tm tm{};
-  double seconds = 0;
-  if (std::sscanf(stamp.c_str(), "%4d-%2d-%2dT%2d:%2d:%lfZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &seconds) != 6) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm)) + seconds;
-}
-
-// How far apart the two measurements of the baseline were, and the largest tok/s drift.
-std::string noise_note(const RunData& data, const Report& r) {
-  std::string when;
-  auto first = data.results.find(r.baseline);
-  auto again = data.results.find(r.repeat);
-  if (first != data.results.end() && again != data.results.end()) {
-    auto t1 = utc_seconds(text(dig(first->second, {"started"})));
-    auto t2 = utc_seconds(text(dig(again->second, {"started"})));
-    if (t1 && t2) {
-      when = fmt::format(", {} later", util::format_duration(std::chrono::milliseconds(
-                                           static_cast<std::int64_t>(std::abs(*t2 - *t1) * 1000))));
-    }
-  }
-  const NoiseRow* widest = nullptr;
-  for (const auto& row : r.noise) {
-    if (row.metric == "output_tok_s" && row.difference_pct &&
-        (widest == nullptr || std::abs(*row.difference_pct) > std::abs(*widest->difference_pct))) {
-      widest = &row;
-    }
-  }
-  std::string drift = widest == nullptr ? "no tok/s figure on both sides"
-                                        : fmt::format("output tok/s moved {:+.1f}% ({}{}{})", *widest->difference_pct,
-                                                      widest->benchmark, widest->level.empty() ? "" : " ",
-                                                      widest->level);
-  return fmt::format("noise: \"{}\" measured the baseline \"{}\" again{}; {} at most; a difference within the A/A "
-                     "one is inconclusive",
-                     r.repeat, r.baseline, when, drift);
-}
-
 } // namespace
-
-std::string_view verdict_name(Verdict verdict) {
-  switch (verdict) {
-  case Verdict::faster:
-    return "faster";
-  case Verdict::slower:
-    return "slower";
-  case Verdict::inconclusive:
-    return "inconclusive";
-  case Verdict::one_sample:
-    return "one sample";
-  case Verdict::not_measured:
-    return "not measured";
-  case Verdict::baseline:
-    return "baseline";
-  case Verdict::repeat:
-    return "A/A";
-  }
-  return "?";
-}
-
-std::optional<Ratio> compare_spreads(const Spread& a, const Spread& b) {
-  if (auto ci = ratio_interval(a, b)) {
-    return Ratio{ci->ratio, ci->low, ci->high};
-  }
-  if (!(b.mean > 0)) {
-    return std::nullopt;
-  }
-  return Ratio{a.mean / b.mean, std::nullopt, std::nullopt};
-}
-
-Judgement judge(const std::optional<Spread>& a, const std::optional<Spread>& b, std::optional<double> noise) {
-  Judgement out;
-  if (!a || !b) {
-    out.why = !a ? "not measured" : "the baseline did not measure it";
-    return out;
-  }
-  out.ratio = compare_spreads(*a, *b);
-  if (!out.ratio) {
-    out.why = "the baseline measured nothing";
-    return out;
-  }
-  const Ratio& r = *out.ratio;
-  if (!r.low || !r.high) {
-    out.verdict = Verdict::one_sample;
-    out.why = fmt::format("one sample {}: no interval, no verdict", a->n < 2 && b->n < 2 ? "a side" : a->n < 2 ? "here" : "in the baseline");
-    return out;
-  }
-  out.verdict = *r.low > 1.0 ? Verdict::faster : *r.high < 1.0 ? Verdict::slower : Verdict::inconclusive;
-  if (out.verdict == Verdict::inconclusive) {
-    out.why = "the 95% interval holds 1.00";
-  } else if (noise && std::abs(r.value - 1.0) <= *noise) {
-    out.verdict = Verdict::inconclusive;
-    out.why = fmt::format("within the A/A noise (±{:.1f}%)", *noise * 100.0);
-  }
-  return out;
-}
 
 const VariantRow* Report::find_variant(const std::string& name) const {
   for (const auto& v : variants) {
@@ -693,28 +491,6 @@ std::string LevelsTable::label(std::size_t i) const { return detail::level_label
 bool Report::passed() const {
   return std::all_of(variants.begin(), variants.end(), [](const auto& v) { return v.status == "ok"; }) &&
          std::all_of(expectations.begin(), expectations.end(), [](const auto& e) { return e.reproduced; });
-}
-
-RunData read_run(const std::filesystem::path& dir) {
-  ResultPaths paths{dir};
-  RunData data;
-  data.dir = dir;
-  data.run = read_json_file(paths.run_info(), "run.json");
-  if (text(dig(data.run, {"format"})) != k_run_format) {
-    throw Error(fmt::format("{}: not a specctl run (format is not \"{}\")", paths.run_info().string(), k_run_format),
-                ErrorKind::bad_input);
-  }
-  data.experiment = read_json_file(paths.resolved(), "experiment.json");
-  for (const auto& v : array_at(data.run, {"variants"})) {
-    if (v.is_string()) {
-      if (auto result = read_result(paths, v.get<std::string>())) {
-        data.results[v.get<std::string>()] = std::move(*result);
-      } else if (auto damage = result_damage(paths, v.get<std::string>())) {
-        data.damaged[v.get<std::string>()] = std::move(*damage);
-      }
-    }
-  }
-  return data;
 }
 
 Report build_report(const RunData& data, const ReportOptions& options) {
@@ -788,8 +564,8 @@ Report build_report(const RunData& data, const ReportOptions& options) {
     }
   }
   if (!report.repeat.empty()) {
-    report.noise = noise_rows(report);
-    report.notes.push_back(noise_note(data, report));
+    report.noise = detail::noise_rows(report);
+    report.notes.push_back(detail::noise_note(data, report));
   } else if (dig(data.experiment, {"noise"}) == true) {
     report.notes.push_back("the noise was to be measured, but the baseline's repeat is not in this run: "
                            "verdicts do not account for it");

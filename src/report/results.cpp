@@ -1,5 +1,7 @@
 #include <specctl/report/results.hpp>
 
+#include <specctl/report/report.hpp>
+#include <specctl/util/error.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +40,20 @@ std::vector<const nlohmann::json*> find_levels(const nlohmann::json& benchmark, 
     }
   }
   return out;
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path, std::string_view what) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(fmt::format("{}: cannot read {} (is \"{}\" a specctl result folder?)", path.string(), what,
+                            path.parent_path().string()),
+                ErrorKind::bad_input);
+  }
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    throw Error(fmt::format("{}: not valid JSON", path.string()), ErrorKind::bad_input);
+  }
+  return doc;
 }
 
 } // namespace
@@ -233,6 +249,28 @@ std::optional<double> find_metric(const nlohmann::json& result, const experiment
     }
   }
   return n > 0 ? std::optional(sum / n) : std::nullopt;
+}
+
+RunData read_run(const std::filesystem::path& dir) {
+  ResultPaths paths{dir};
+  RunData data;
+  data.dir = dir;
+  data.run = read_json_file(paths.run_info(), "run.json");
+  if (dig(data.run, {"format"}) != k_run_format) {
+    throw Error(fmt::format("{}: not a specctl run (format is not \"{}\")", paths.run_info().string(), k_run_format),
+                ErrorKind::bad_input);
+  }
+  data.experiment = read_json_file(paths.resolved(), "experiment.json");
+  for (const auto& v : array_of(data.run, "variants")) {
+    if (v.is_string()) {
+      if (auto result = read_result(paths, v.get<std::string>())) {
+        data.results[v.get<std::string>()] = std::move(*result);
+      } else if (auto damage = result_damage(paths, v.get<std::string>())) {
+        data.damaged[v.get<std::string>()] = std::move(*damage);
+      }
+    }
+  }
+  return data;
 }
 
 } // namespace specctl::report

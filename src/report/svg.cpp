@@ -1,6 +1,6 @@
 #include "svg.hpp"
 
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,9 @@
 // The table `specctl run` prints when it ends, and the figures of each
-// finished variant's line: cells of the report model, so the terminal cannot
-// disagree with report.md.
+// finished variant's line: a subset of report.md's cells, written by the same
+// functions (cells.hpp), so the terminal cannot disagree with report.md
+// (tests/unit/test_report_terminal_vs_md.cpp holds them equal).
 
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <specctl/util/text_table.hpp>
 
@@ -31,7 +32,7 @@ std::vector<Column> columns(const Report& r) {
     out.push_back({t.benchmark + " tok/s", [&t](const std::string& name) {
                      for (const auto& row : t.rows) {
                        if (row.variant == name) {
-                         return detail::spread_text(row.tok_s) + detail::failed_text(row.counts);
+                         return detail::tok_s_cell(row);
                        }
                      }
                      return std::string("-");
@@ -42,9 +43,7 @@ std::vector<Column> columns(const Report& r) {
       out.push_back({fmt::format("{} {}", t.benchmark, t.label(i)), [&t, i](const std::string& name) {
                        for (const auto& row : t.rows) {
                          if (row.variant == name) {
-                           const auto& f = row.levels[i];
-                           return fixed(f.tok_s ? std::optional(f.tok_s->mean) : std::nullopt, 1) +
-                                  detail::failed_text(f.counts);
+                           return detail::tok_s_cell(row.levels[i]);
                          }
                        }
                        return std::string("-");
@@ -56,7 +55,7 @@ std::vector<Column> columns(const Report& r) {
       out.push_back({t.benchmark + " " + t.metrics[m], [&t, m](const std::string& name) {
                        for (const auto& [variant, values] : t.rows) {
                          if (variant == name) {
-                           return values[m] ? fmt::format("{:.4g}", *values[m]) : std::string("-");
+                           return detail::metric_cell(values[m]);
                          }
                        }
                        return std::string("-");

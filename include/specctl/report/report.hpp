@@ -180,6 +180,11 @@ struct Crossover {
   std::optional<double> estimate;
 };
 
+// The runs of verdicts of a row's levels, and the estimate where it crosses 1.0.
+struct LevelsTable;
+struct LevelsRow;
+Crossover crossover_of(const LevelsTable& table, const LevelsRow& row);
+
 struct LevelsRow {
   std::string variant;
   // One per entry of LevelsTable::levels.

@@ -1,7 +1,7 @@
 #pragma once
 
-// How the report's formats write figures, so a number reads the same in
-// Markdown, HTML and JUnit.
+// How a figure reads in a cell of the report, so it reads the same in
+// Markdown, HTML, JUnit and the terminal.
 
 #include <specctl/report/report.hpp>
 
@@ -39,6 +39,14 @@ const std::vector<std::pair<std::string, std::string>>& glossary();
 std::string verdict_line(const Report& report);
 // "+1.2%", or "-".
 std::string percent(std::optional<double> value);
+
+// The cells the terminal table shares with report.md, so the two cannot disagree.
+// A single-stream row's tok/s: "150.0", or "-" when not measured.
+std::string tok_s_cell(const SingleStreamRow& row);
+// A level's tok/s: "600.0 ± 2.0 (2 of 48 failed)".
+std::string tok_s_cell(const LevelFigures& level);
+// A command benchmark's metric: "0.4312", or "-".
+std::string metric_cell(std::optional<double> value);
 
 // A CSV field, quoted as RFC 4180 says when it holds a comma, quote or newline.
 std::string csv_field(const std::string& value);

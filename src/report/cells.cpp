@@ -1,4 +1,4 @@
-#include "format.hpp"
+#include "cells.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -260,6 +260,14 @@ std::string verdict_line(const Report& report) {
   }
   return out;
 }
+
+std::string tok_s_cell(const SingleStreamRow& row) {
+  return fixed(row.tok_s ? std::optional(row.tok_s->mean) : std::nullopt, 1);
+}
+
+std::string tok_s_cell(const LevelFigures& level) { return spread_text(level.tok_s) + failed_text(level.counts); }
+
+std::string metric_cell(std::optional<double> value) { return value ? fmt::format("{:.4g}", *value) : "-"; }
 
 } // namespace specctl::report::detail
 
