@@ -246,20 +246,23 @@ private:
       if (!member(place, key, depth)) {
         return false;
       }
-      skip_space();
-      if (m_pos >= m_text.size()) {
-        return false;
-      }
-      if (m_text[m_pos] == ',') {
-        ++m_pos;
+      const Next next = after_item('}');
+      if (next == Next::more) {
         continue;
       }
-      if (m_text[m_pos] == '}') {
-        ++m_pos;
-        return true;
-      }
-      return false;
+      return next == Next::end;
     }
+  }
+
+  // After a member or an element: "," (more follow), `close` (the end), or
+  // anything else (malformed).
+  enum class Next { more, end, bad };
+  Next after_item(char close) {
+    skip_space();
+    if (m_pos >= m_text.size() || (m_text[m_pos] != ',' && m_text[m_pos] != close)) {
+      return Next::bad;
+    }
+    return m_text[m_pos++] == ',' ? Next::more : Next::end;
   }
 
   // One "key": value of an object at `place`, the value starting at m_pos.
@@ -338,19 +341,11 @@ private:
       if (!value(inner, depth + 1)) {
         return false;
       }
-      skip_space();
-      if (m_pos >= m_text.size()) {
-        return false;
-      }
-      if (m_text[m_pos] == ',') {
-        ++m_pos;
+      const Next next = after_item(']');
+      if (next == Next::more) {
         continue;
       }
-      if (m_text[m_pos] == ']') {
-        ++m_pos;
-        return true;
-      }
-      return false;
+      return next == Next::end;
     }
   }
 

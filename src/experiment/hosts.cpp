@@ -15,6 +15,11 @@ namespace specctl::experiment::detail {
 
 namespace {
 
+// Slurm's time limits are whole minutes.
+constexpr util::Duration k_min_time_limit = std::chrono::minutes{1};
+// The most often a run may ask Slurm's controller, which serves everyone.
+constexpr util::Duration k_min_slurm_poll = std::chrono::milliseconds{100};
+
 const std::vector<std::string> k_host_keys = {"local",       "ssh",       "identity", "host_key",
                                               "known_hosts", "state_dir", "pool",     "slurm",
                                               "slots"};
@@ -53,7 +58,7 @@ void parse_slurm(const util::YamlField& field, SlurmSpec& slurm) {
   }
   if (field["time_limit"].present()) {
     if (auto d = field["time_limit"].as_duration()) {
-      if (*d < std::chrono::minutes{1}) {
+      if (*d < k_min_time_limit) {
         field["time_limit"].error("Slurm's time limits are whole minutes: at least 1m");
       } else {
         slurm.time_limit = *d;
@@ -87,7 +92,7 @@ void parse_slurm(const util::YamlField& field, SlurmSpec& slurm) {
   }
   if (field["poll"].present()) {
     if (auto d = field["poll"].as_duration()) {
-      if (*d < std::chrono::milliseconds{100}) {
+      if (*d < k_min_slurm_poll) {
         field["poll"].error("poll at most every 100ms: Slurm's controller serves everyone");
       } else {
         slurm.poll = *d;

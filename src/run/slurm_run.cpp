@@ -36,6 +36,8 @@ constexpr util::Duration k_cancel_wait = std::chrono::minutes{2};
 // How long Slurm may stay unreachable before the variant fails (the job may
 // still run; --resume follows it again).
 constexpr util::Duration k_lost_contact = std::chrono::minutes{10};
+// How soon a Ctrl-C is noticed between two polls of Slurm.
+constexpr auto k_stop_check = std::chrono::milliseconds{100};
 // The most of a job's journal read per poll, and of its result.
 constexpr std::size_t k_max_read = 16 * 1024 * 1024;
 
@@ -286,7 +288,7 @@ private:
       // Ctrl-C is noticed within a tenth of a second, not a poll interval.
       auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(m_slurm.poll);
       while (Clock::now() < wake && (cancelled_at || !stopped())) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{100});
+        std::this_thread::sleep_for(k_stop_check);
       }
     }
   }

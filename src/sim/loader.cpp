@@ -216,13 +216,8 @@ std::optional<int> run_load_sglang(const Options& options, const PerfModel& mode
   const int tp = variant.tp;
   const bool spec = variant.spec.has_value();
   const bool graphs = variant.cuda_graph;
-  const LoadShares shares = load_shares(options, spec, graphs);
-  const double load_s = shares.load_s;
-  const double weights_share = shares.weights_share;
-  const double weights_start = shares.weights_start;
-  const double weights_end = shares.weights_end;
-  const double draft_end = shares.draft_end;
-  const double kv_end = shares.kv_end;
+  const auto [load_s, weights_share, weights_start, weights_end, draft_end, kv_end] =
+      load_shares(options, spec, graphs);
 
   const auto avail = [&](double used_gib) { return memory.total_gib - used_gib; };
   const auto each_rank = [&](const std::function<std::string(int)>& line) {
@@ -369,13 +364,8 @@ std::optional<int> run_load_vllm(const Options& options, const PerfModel& model,
   const auto& variant = model.variant();
   const bool spec = variant.spec.has_value();
   const bool graphs = variant.cuda_graph;
-  const LoadShares shares = load_shares(options, spec, graphs);
-  const double load_s = shares.load_s;
-  const double weights_share = shares.weights_share;
-  const double weights_start = shares.weights_start;
-  const double weights_end = shares.weights_end;
-  const double draft_end = shares.draft_end;
-  const double kv_end = shares.kv_end;
+  const auto [load_s, weights_share, weights_start, weights_end, draft_end, kv_end] =
+      load_shares(options, spec, graphs);
   const std::string bar_prefix = fmt::format("({} pid={}) ", k_vllm_core, ::getpid());
   const auto core = [&](LogLevel level, std::string_view file, std::string_view message) {
     log.vllm(level, file, message, k_vllm_core);
