@@ -1,5 +1,7 @@
 #include <specctl/bench/prompts.hpp>
 
+#include <specctl/util/text.hpp>
+
 #include <charconv>
 #include <fmt/format.h>
 #include <fstream>
@@ -24,16 +26,6 @@ constexpr std::string_view k_words[] = {
     "moment", "air",     "teacher", "force",  "education"};
 constexpr std::size_t k_word_count = std::size(k_words);
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::expected<std::vector<std::string>, Error> read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
@@ -43,7 +35,7 @@ std::expected<std::vector<std::string>, Error> read_file(const std::string& path
   std::vector<std::string> prompts;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    const std::string_view text = trim(line);
+    const std::string_view text = util::trim_view(line);
     if (text.empty()) {
       continue;
     }

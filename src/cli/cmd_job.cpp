@@ -9,6 +9,7 @@
 #include <specctl/run/runner.hpp>
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/error.hpp>
+#include <specctl/util/parse.hpp>
 
 #include <cstdlib>
 #include <fmt/format.h>
@@ -42,10 +43,13 @@ std::optional<std::vector<int>> gpu_indices(const std::string& text) {
   while (at <= text.size()) {
     auto comma = text.find(',', at);
     auto word = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (word.empty() || word.size() > 4 || word.find_first_not_of("0123456789") != std::string::npos) {
+    const auto id = word.size() <= 4 && word.find_first_not_of("0123456789") == std::string::npos
+                        ? util::parse_number<int>(word)
+                        : std::nullopt;
+    if (!id) {
       return std::nullopt;
     }
-    ids.push_back(std::stoi(word));
+    ids.push_back(*id);
     if (comma == std::string::npos) {
       break;
     }

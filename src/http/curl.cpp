@@ -4,7 +4,6 @@
 #include <mutex>
 #include <new>
 #include <sys/resource.h>
-#include <utility>
 
 namespace specctl::http {
 
@@ -12,20 +11,15 @@ namespace {
 
 // Owns a CURLU* for the length of one parse; nothing else in specctl uses the URL API.
 struct UrlHandle {
-  CURLU* handle = curl_url();
-  UrlHandle() = default;
-  UrlHandle(const UrlHandle&) = delete;
-  UrlHandle& operator=(const UrlHandle&) = delete;
-  ~UrlHandle() { curl_url_cleanup(handle); }
+  util::UniqueHandle<CURLU, curl_url_cleanup> handle{curl_url()};
 
   std::string part(CURLUPart which) const {
     char* text = nullptr;
-    if (curl_url_get(handle, which, &text, 0) != CURLUE_OK || text == nullptr) {
+    if (curl_url_get(handle.get(), which, &text, 0) != CURLUE_OK || text == nullptr) {
       return {};
     }
-    std::string out(text);
-    curl_free(text);
-    return out;
+    const util::UniqueHandle<char, curl_free> owned(text);
+    return std::string(owned.get());
   }
 };
 
@@ -42,76 +36,29 @@ void global_init() {
 
 Easy::Easy() {
   global_init();
-  m_handle = curl_easy_init();
-  if (m_handle == nullptr) {
+  m_handle.reset(curl_easy_init());
+  if (!m_handle) {
     throw std::bad_alloc();
   }
-}
-
-Easy::~Easy() {
-  if (m_handle != nullptr) {
-    curl_easy_cleanup(m_handle);
-  }
-}
-
-Easy::Easy(Easy&& other) noexcept : m_handle(std::exchange(other.m_handle, nullptr)) {}
-
-Easy& Easy::operator=(Easy&& other) noexcept {
-  if (this != &other) {
-    if (m_handle != nullptr) {
-      curl_easy_cleanup(m_handle);
-    }
-    m_handle = std::exchange(other.m_handle, nullptr);
-  }
-  return *this;
 }
 
 Multi::Multi() {
   global_init();
-  m_handle = curl_multi_init();
-  if (m_handle == nullptr) {
+  m_handle.reset(curl_multi_init());
+  if (!m_handle) {
     throw std::bad_alloc();
   }
-}
-
-Multi::~Multi() {
-  if (m_handle != nullptr) {
-    curl_multi_cleanup(m_handle);
-  }
-}
-
-Multi::Multi(Multi&& other) noexcept : m_handle(std::exchange(other.m_handle, nullptr)) {}
-
-Multi& Multi::operator=(Multi&& other) noexcept {
-  if (this != &other) {
-    if (m_handle != nullptr) {
-      curl_multi_cleanup(m_handle);
-    }
-    m_handle = std::exchange(other.m_handle, nullptr);
-  }
-  return *this;
-}
-
-HeaderList::~HeaderList() {
-  curl_slist_free_all(m_list);
-}
-
-HeaderList::HeaderList(HeaderList&& other) noexcept : m_list(std::exchange(other.m_list, nullptr)) {}
-
-HeaderList& HeaderList::operator=(HeaderList&& other) noexcept {
-  if (this != &other) {
-    curl_slist_free_all(m_list);
-    m_list = std::exchange(other.m_list, nullptr);
-  }
-  return *this;
 }
 
 void HeaderList::append(const std::string& header) {
-  curl_slist* grown = curl_slist_append(m_list, header.c_str());
+  // The head of the list: the old one, or a new list when there was none. A
+  // failure leaves the list as it was.
+  curl_slist* grown = curl_slist_append(m_list.get(), header.c_str());
   if (grown == nullptr) {
     throw std::bad_alloc();
   }
-  m_list = grown;
+  static_cast<void>(m_list.release());
+  m_list.reset(grown);
 }
 
 std::string describe(CURLcode code, const char* detail) {
@@ -135,11 +82,11 @@ std::expected<std::string, Error> normalize_base_url(std::string_view url) {
     return bad("give the scheme and host, like http://127.0.0.1:30000");
   }
   UrlHandle parsed;
-  if (parsed.handle == nullptr) {
+  if (!parsed.handle) {
     throw std::bad_alloc();
   }
   const std::string text(url);
-  if (CURLUcode rc = curl_url_set(parsed.handle, CURLUPART_URL, text.c_str(), 0); rc != CURLUE_OK) {
+  if (CURLUcode rc = curl_url_set(parsed.handle.get(), CURLUPART_URL, text.c_str(), 0); rc != CURLUE_OK) {
     return bad(curl_url_strerror(rc));
   }
   const std::string scheme = parsed.part(CURLUPART_SCHEME);

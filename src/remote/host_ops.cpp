@@ -2,10 +2,10 @@
 
 #include <specctl/util/atomic_file.hpp>
 
+#include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,10 +40,8 @@ std::vector<int> parse_pids(const std::string& text) {
   std::istringstream in(text);
   std::string word;
   while (in >> word) {
-    int pid = 0;
-    auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), pid);
-    if (ec == std::errc() && end == word.data() + word.size() && pid > 0) {
-      pids.push_back(pid);
+    if (const auto pid = util::parse_number<int>(word); pid && *pid > 0) {
+      pids.push_back(*pid);
     }
   }
   return pids;

@@ -1,6 +1,7 @@
 #include <specctl/remote/local_host.hpp>
 
 #include <specctl/util/atomic_file.hpp>
+#include <specctl/util/spawn.hpp>
 #include <specctl/util/unique_fd.hpp>
 
 #include <filesystem>
@@ -13,10 +14,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-
-extern char** environ;
 
 namespace specctl::remote {
 
@@ -41,22 +39,6 @@ std::expected<Pipe, Error> make_pipe() {
   return Pipe{util::UniqueFd(fds[0]), util::UniqueFd(fds[1])};
 }
 
-// posix_spawn's C objects, destroyed on every path.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions{};
-  posix_spawnattr_t attr{};
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-};
-
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
@@ -74,30 +56,24 @@ std::expected<CommandResult, Error> LocalHost::exec(const std::string& command_l
   if (!out || !err) {
     return std::unexpected(!out ? out.error() : err.error());
   }
-  SpawnSetup setup;
-  posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&setup.actions, out->write.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&setup.actions, err->write.get(), STDERR_FILENO);
+  util::SpawnSetup setup;
+  setup.add_open(STDIN_FILENO, "/dev/null", O_RDONLY);
+  setup.add_dup2(out->write.get(), STDOUT_FILENO);
+  setup.add_dup2(err->write.get(), STDERR_FILENO);
   // Nothing of specctl's (sockets, tunnels' listeners) may leak into a server that outlives it.
-  posix_spawn_file_actions_addclosefrom_np(&setup.actions, STDERR_FILENO + 1);
+  setup.add_close_from(STDERR_FILENO + 1);
   // Its own session and process group, so a timeout kills everything it started.
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&setup.attr, &none);
+  setup.set_group(util::ProcessGroup::own_session);
+  setup.unblock_signals();
   sigset_t defaults;
   sigfillset(&defaults);
-  posix_spawnattr_setsigdefault(&setup.attr, &defaults);
+  setup.default_signals(defaults);
 
-  std::string sh = "/bin/sh";
-  std::string dash_c = "-c";
-  std::string line = command_line;
-  std::array<char*, 4> argv = {sh.data(), dash_c.data(), line.data(), nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/bin/sh", &setup.actions, &setup.attr, argv.data(), environ);
-  if (rc != 0) {
-    return std::unexpected(Error(fmt::format("local: cannot start /bin/sh: {}", std::strerror(rc))));
+  auto spawned = setup.spawn("/bin/sh", {"/bin/sh", "-c", command_line});
+  if (!spawned) {
+    return std::unexpected(Error(fmt::format("local: cannot start /bin/sh: {}", std::strerror(spawned.error()))));
   }
+  const pid_t pid = *spawned;
   out->write.reset();
   err->write.reset();
 

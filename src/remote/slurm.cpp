@@ -1,5 +1,6 @@
 #include <specctl/remote/slurm.hpp>
 
+#include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -108,11 +109,7 @@ std::optional<JobInfo> parse_scontrol_job(std::string_view line) {
   job.nodes = get("NodeList");
   job.run_time = get("RunTime");
   job.time_limit = get("TimeLimit");
-  try {
-    job.restarts = job.fields.contains("Restarts") ? std::stoi(get("Restarts")) : 0;
-  } catch (const std::exception&) {
-    job.restarts = 0;
-  }
+  job.restarts = util::parse_number<int>(get("Restarts")).value_or(0);
   return job;
 }
 

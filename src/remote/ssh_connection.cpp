@@ -31,7 +31,7 @@ constexpr util::Duration k_goodbye_stall_limit = std::chrono::seconds{1};
 
 int poll_timeout_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  left = std::clamp(left, std::chrono::milliseconds{0},
+  left = std::clamp(left, std::chrono::milliseconds::zero(),
                     std::chrono::duration_cast<std::chrono::milliseconds>(k_wait_slice));
   return static_cast<int>(left.count());
 }
@@ -152,8 +152,8 @@ void tune_socket(int fd, const SshTarget& target) {
   }
 }
 
-std::expected<UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clock::time_point deadline,
-                                                    const StopSignal& stop) {
+std::expected<util::UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clock::time_point deadline,
+                                                          const StopSignal& stop) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -168,7 +168,7 @@ std::expected<UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clo
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   std::string last_error = "no address";
   for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    util::UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!fd) {
       last_error = std::strerror(errno);
       continue;
@@ -228,7 +228,7 @@ WaitResult wait_for_session(LIBSSH2_SESSION* session, int fd, Clock::time_point 
   return wait_for_fd(fd, events, deadline, stop);
 }
 
-Connection::Connection(std::unique_ptr<Transport> transport, UniqueFd socket, Session session)
+Connection::Connection(std::unique_ptr<Transport> transport, util::UniqueFd socket, Session session)
     : m_transport(std::move(transport)), m_socket(std::move(socket)), m_session(std::move(session)) {}
 
 Connection::~Connection() {

@@ -50,7 +50,7 @@ struct ConnectFailure {
 // many channels at once from one thread without losing packets.
 class Connection {
 public:
-  Connection(std::unique_ptr<Transport> transport, UniqueFd socket, Session session);
+  Connection(std::unique_ptr<Transport> transport, util::UniqueFd socket, Session session);
   Connection(Connection&&) noexcept = default;
   // Assigning would free the old session after its socket; use std::optional::emplace.
   Connection& operator=(Connection&&) = delete;
@@ -70,7 +70,7 @@ public:
 
 private:
   std::unique_ptr<Transport> m_transport;
-  UniqueFd m_socket;
+  util::UniqueFd m_socket;
   Session m_session;
 };
 

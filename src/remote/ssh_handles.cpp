@@ -1,7 +1,6 @@
 #include "ssh_handles.hpp"
 
 #include <mutex>
-#include <unistd.h>
 
 namespace specctl::remote::ssh {
 
@@ -24,32 +23,9 @@ std::string last_error_message(LIBSSH2_SESSION* session) {
   return std::string(message, static_cast<std::size_t>(length));
 }
 
-void UniqueFd::reset(int fd) {
-  if (m_fd >= 0) {
-    ::close(m_fd);
-  }
-  m_fd = fd;
-}
-
-void free_session(LIBSSH2_SESSION* session) {
-  libssh2_session_free(session);
-}
-
-void free_known_hosts(LIBSSH2_KNOWNHOSTS* hosts) {
-  libssh2_knownhost_free(hosts);
-}
-
 void free_agent(LIBSSH2_AGENT* agent) {
   libssh2_agent_disconnect(agent);
   libssh2_agent_free(agent);
-}
-
-void Channel::reset() {
-  if (m_channel != nullptr) {
-    // EAGAIN leaves the channel with its session, which frees it (see the header).
-    libssh2_channel_free(m_channel);
-    m_channel = nullptr;
-  }
 }
 
 } // namespace specctl::remote::ssh

@@ -157,7 +157,7 @@ std::expected<int, Error> SshLoop::open_tunnel(const std::string& target_host, i
     return std::unexpected(Error(fmt::format("{}: invalid tunnel target \"{}:{}\"", m_where, target_host, target_port),
                                  ErrorKind::bad_input));
   }
-  ssh::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) {
     return fail(std::strerror(errno));
   }
@@ -440,7 +440,7 @@ void SshLoop::accept_connections(Listener& listener) {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    m_ops.push_back(std::make_unique<ssh::TunnelConnectionOp>(ssh::UniqueFd(fd), listener.target_host,
+    m_ops.push_back(std::make_unique<ssh::TunnelConnectionOp>(util::UniqueFd(fd), listener.target_host,
                                                               listener.target_port, ntohs(peer.sin_port)));
     m_gave_up = false;
   }

@@ -43,7 +43,7 @@ public:
 
 private:
   struct Listener {
-    ssh::UniqueFd fd;
+    util::UniqueFd fd;
     std::string target_host;
     int target_port = 0;
   };
@@ -72,7 +72,7 @@ private:
   const SshTarget m_target;
   const std::string m_where;
   std::atomic<bool> m_stopping{false};
-  ssh::UniqueFd m_wake;
+  util::UniqueFd m_wake;
   std::atomic<int> m_reconnects{0};
 
   std::mutex m_mutex;

@@ -130,7 +130,7 @@ std::string wrap_command(const std::string& command_line, util::Duration timeout
 // One connection accepted on a tunnel's port, forwarded over a direct-tcpip channel.
 class TunnelConnectionOp final : public Op {
 public:
-  TunnelConnectionOp(UniqueFd client, std::string target_host, int target_port, int origin_port);
+  TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port);
 
   bool step(OpContext& ctx) override;
   bool finished() const override { return m_stage == Stage::done; }
@@ -156,7 +156,7 @@ private:
   bool pump_down(OpContext& ctx);
   void close(OpContext& ctx);
 
-  UniqueFd m_client;
+  util::UniqueFd m_client;
   std::string m_target_host;
   int m_target_port;
   int m_origin_port;

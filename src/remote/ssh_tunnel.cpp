@@ -18,7 +18,7 @@ bool would_block() {
 
 } // namespace
 
-TunnelConnectionOp::TunnelConnectionOp(UniqueFd client, std::string target_host, int target_port, int origin_port)
+TunnelConnectionOp::TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port)
     : m_client(std::move(client)), m_target_host(std::move(target_host)), m_target_port(target_port),
       m_origin_port(origin_port) {}
 

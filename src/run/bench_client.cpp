@@ -45,6 +45,11 @@ constexpr std::chrono::seconds k_rtt_timeout{5};
 constexpr util::Duration k_probe_timeout = std::chrono::seconds{30};
 // How much of a file's name the content fingerprint takes.
 constexpr std::size_t k_hash_chars = 12;
+// A benchmark without a deadline of its own gives up on its job after this long.
+constexpr std::chrono::hours k_no_deadline{24};
+// Reading the job's result back: each try's limit, and the pause between tries.
+constexpr std::chrono::minutes k_result_read_timeout{5};
+constexpr std::chrono::seconds k_result_read_pause{1};
 
 std::string version_line() {
   return std::string("specctl ") + SPECCTL_VERSION;
@@ -503,7 +508,7 @@ json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::stri
               {{"variant", m_s.variant}, {"benchmark", spec.name}, {"dir", dir}, {"pid", *pid}, {"binary", binary}});
 
   const auto started = Clock::now();
-  const auto give_up = (common.deadline ? *common.deadline : started + std::chrono::hours{24}) + k_job_grace;
+  const auto give_up = (common.deadline ? *common.deadline : started + k_no_deadline) + k_job_grace;
   std::uint64_t offset = 0;
   std::string partial;
   // Plain time points and flags: g++ 12 sees optional time points as maybe uninitialized.
@@ -583,11 +588,11 @@ json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::stri
   std::expected<remote::CommandResult, Error> read = std::unexpected(Error("not read"));
   constexpr int k_read_tries = 5;
   for (int i = 0; i < k_read_tries; ++i) {
-    read = host.exec(fmt::format("cat {}", util::shell_quote(job.result_file)), std::chrono::minutes{5});
+    read = host.exec(fmt::format("cat {}", util::shell_quote(job.result_file)), k_result_read_timeout);
     if (read && !read->timed_out) {
       break;
     }
-    std::this_thread::sleep_for(std::chrono::seconds{1});
+    std::this_thread::sleep_for(k_result_read_pause);
   }
   if (!read || read->timed_out || read->exit_code != 0) {
     auto tail = host.exec(fmt::format("tail -n 5 {} 2>/dev/null", util::shell_quote(files.log())));

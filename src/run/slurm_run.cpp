@@ -14,6 +14,7 @@
 #include <specctl/report/result_writer.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/util/hash.hpp>
+#include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -173,14 +174,10 @@ private:
       if (!comment.starts_with(prefix) || m_c.journaled_jobs->contains(id)) {
         continue;
       }
-      try {
-        long number = std::stol(id);
-        int attempt = std::stoi(comment.substr(prefix.size()));
-        if (!newest || number > newest->first) {
-          newest = std::pair{number, attempt};
-        }
-      } catch (const std::exception&) {
-        continue;
+      auto number = util::parse_number<long>(id);
+      auto attempt = util::parse_number<int>(std::string_view(comment).substr(prefix.size()));
+      if (number && attempt && (!newest || *number > newest->first)) {
+        newest = std::pair{*number, *attempt};
       }
     }
     if (!newest) {

@@ -8,6 +8,7 @@
 #include <specctl/report/results.hpp>
 #include <specctl/run/command_bench.hpp>
 #include <specctl/run/server_metrics.hpp>
+#include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -34,11 +35,7 @@ std::optional<std::uint64_t> log_size(remote::Host& host, const std::string& pat
   if (!result || result->exit_code != 0) {
     return std::nullopt;
   }
-  try {
-    return std::stoull(result->out);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  return util::parse_number<std::uint64_t>(result->out);
 }
 
 json server_metrics_json(const std::vector<ServerMetric>& metrics) {

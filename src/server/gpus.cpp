@@ -1,9 +1,9 @@
 #include <specctl/server/gpus.hpp>
 
+#include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
-#include <charconv>
 #include <fmt/format.h>
 #include <sstream>
 
@@ -13,32 +13,18 @@ namespace {
 
 constexpr util::Duration k_nvidia_smi_timeout = std::chrono::seconds{30};
 
-std::string trim(std::string_view text) {
-  auto begin = text.find_first_not_of(" \t\r");
-  auto end = text.find_last_not_of(" \t\r");
-  return begin == std::string_view::npos ? std::string() : std::string(text.substr(begin, end - begin + 1));
-}
-
 std::vector<std::string> split_csv_line(std::string_view line) {
   std::vector<std::string> fields;
   std::size_t start = 0;
   while (true) {
     auto comma = line.find(',', start);
-    fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    fields.push_back(
+        util::trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
     if (comma == std::string_view::npos) {
       return fields;
     }
     start = comma + 1;
   }
-}
-
-template <typename T> std::optional<T> number(const std::string& text) {
-  T value{};
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return std::nullopt;
-  }
-  return value;
 }
 
 bool not_available(const std::string& text) {
@@ -51,7 +37,7 @@ std::vector<std::string_view> lines_of(std::string_view csv) {
   while (start < csv.size()) {
     auto end = csv.find('\n', start);
     std::string_view line = csv.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    if (!trim(line).empty()) {
+    if (!util::trim_view(line).empty()) {
       lines.push_back(line);
     }
     if (end == std::string_view::npos) {
@@ -68,16 +54,16 @@ std::expected<std::vector<GpuInfo>, std::string> parse_gpu_query(std::string_vie
   std::vector<GpuInfo> out;
   for (auto line : lines_of(csv)) {
     auto fields = split_csv_line(line);
-    auto index = fields.size() == 4 ? number<int>(fields[0]) : std::nullopt;
+    auto index = fields.size() == 4 ? util::parse_number<int>(fields[0]) : std::nullopt;
     if (!index) {
-      return std::unexpected(fmt::format("unexpected nvidia-smi --query-gpu line \"{}\"", trim(line)));
+      return std::unexpected(fmt::format("unexpected nvidia-smi --query-gpu line \"{}\"", util::trim_view(line)));
     }
     GpuInfo gpu{*index, fields[1], std::nullopt, std::nullopt};
     if (!not_available(fields[2])) {
-      gpu.used_mib = number<std::uint64_t>(fields[2]);
+      gpu.used_mib = util::parse_number<std::uint64_t>(fields[2]);
     }
     if (!not_available(fields[3])) {
-      gpu.total_mib = number<std::uint64_t>(fields[3]);
+      gpu.total_mib = util::parse_number<std::uint64_t>(fields[3]);
     }
     out.push_back(std::move(gpu));
   }
@@ -90,11 +76,13 @@ std::expected<std::vector<ComputeApp>, std::string> parse_compute_apps(std::stri
     auto fields = split_csv_line(line);
     // A process name may itself contain commas: the pid is first and the two last fields are fixed.
     if (fields.size() < 4) {
-      return std::unexpected(fmt::format("unexpected nvidia-smi --query-compute-apps line \"{}\"", trim(line)));
+      return std::unexpected(
+          fmt::format("unexpected nvidia-smi --query-compute-apps line \"{}\"", util::trim_view(line)));
     }
-    auto pid = number<int>(fields[0]);
+    auto pid = util::parse_number<int>(fields[0]);
     if (!pid) {
-      return std::unexpected(fmt::format("unexpected nvidia-smi --query-compute-apps line \"{}\"", trim(line)));
+      return std::unexpected(
+          fmt::format("unexpected nvidia-smi --query-compute-apps line \"{}\"", util::trim_view(line)));
     }
     ComputeApp app;
     app.pid = *pid;
@@ -102,7 +90,7 @@ std::expected<std::vector<ComputeApp>, std::string> parse_compute_apps(std::stri
     app.name = util::join(name_parts, ",");
     const std::string& memory = fields[fields.size() - 2];
     if (!not_available(memory)) {
-      app.used_mib = number<std::uint64_t>(memory);
+      app.used_mib = util::parse_number<std::uint64_t>(memory);
     }
     app.gpu_uuid = fields.back();
     out.push_back(std::move(app));
@@ -119,12 +107,12 @@ std::expected<GpuSnapshot, Error> query_gpus(remote::Host& host, const std::opti
     }
     select = " -i " + util::shell_quote(util::join(ids, ","));
   }
-  std::string line = fmt::format(
-      "command -v nvidia-smi >/dev/null 2>&1 || {{ echo 'nvidia-smi: not found' >&2; exit 127; }}; "
-      "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits{0} && "
-      "echo '--apps--' && nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
-      "--format=csv,noheader,nounits{0}",
-      select);
+  std::string line =
+      fmt::format("command -v nvidia-smi >/dev/null 2>&1 || {{ echo 'nvidia-smi: not found' >&2; exit 127; }}; "
+                  "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits{0} && "
+                  "echo '--apps--' && nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
+                  "--format=csv,noheader,nounits{0}",
+                  select);
   auto result = host.exec(line, k_nvidia_smi_timeout);
   if (!result) {
     return std::unexpected(result.error());
@@ -135,9 +123,8 @@ std::expected<GpuSnapshot, Error> query_gpus(remote::Host& host, const std::opti
                                  ErrorKind::timed_out));
   }
   if (result->exit_code != 0) {
-    std::string why = trim(result->err.empty() ? result->out : result->err);
     return std::unexpected(Error(fmt::format("{}: nvidia-smi failed (exit {}): {}", host.describe(), result->exit_code,
-                                             why.substr(0, why.find('\n')))));
+                                             util::first_line(result->err.empty() ? result->out : result->err))));
   }
   auto split = result->out.find("--apps--\n");
   if (split == std::string::npos) {

@@ -1,10 +1,13 @@
 #include <specctl/sim/gpu_state.hpp>
 
+#include <specctl/util/hash.hpp>
+#include <specctl/util/parse.hpp>
+#include <specctl/util/text.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -15,26 +18,13 @@
 namespace specctl::sim {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\r')) {
-    text.remove_prefix(1);
+// Stores the number `text` spells in `out`; false, leaving `out`, when it spells none.
+template <typename T> bool parse_into(std::string_view text, T& out) {
+  const auto parsed = util::parse_number<T>(text);
+  if (parsed) {
+    out = *parsed;
   }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-template <typename T> bool parse_number(std::string_view text, T& out) {
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return !text.empty() && ec == std::errc{} && end == text.data() + text.size();
+  return parsed.has_value();
 }
 
 std::map<std::string, std::string, std::less<>> read_key_values(const std::filesystem::path& file) {
@@ -43,11 +33,11 @@ std::map<std::string, std::string, std::less<>> read_key_values(const std::files
   std::string line;
   while (std::getline(in, line)) {
     const auto equals = line.find('=');
-    if (equals == std::string::npos || trim(line).starts_with('#')) {
+    if (equals == std::string::npos || util::trim_view(line).starts_with('#')) {
       continue;
     }
-    values[std::string(trim(std::string_view(line).substr(0, equals)))] =
-        std::string(trim(std::string_view(line).substr(equals + 1)));
+    values[std::string(util::trim_view(std::string_view(line).substr(0, equals)))] =
+        std::string(util::trim_view(std::string_view(line).substr(equals + 1)));
   }
   return values;
 }
@@ -68,9 +58,9 @@ std::expected<GpuConfig, std::string> load_gpu_config(const std::filesystem::pat
   for (const auto& [key, value] : read_key_values(file)) {
     bool ok = true;
     if (key == "count") {
-      ok = parse_number(value, config.count) && config.count >= 1 && config.count <= 1024;
+      ok = parse_into(value, config.count) && config.count >= 1 && config.count <= 1024;
     } else if (key == "memory_total_mib") {
-      ok = parse_number(value, config.memory_total_mib) && config.memory_total_mib > 0;
+      ok = parse_into(value, config.memory_total_mib) && config.memory_total_mib > 0;
     } else if (key == "name") {
       config.name = value;
     } else if (key == "driver_version") {
@@ -78,7 +68,7 @@ std::expected<GpuConfig, std::string> load_gpu_config(const std::filesystem::pat
     } else if (key == "cuda_version") {
       config.cuda_version = value;
     } else if (key == "uuid_seed") {
-      ok = parse_number(value, config.uuid_seed);
+      ok = parse_into(value, config.uuid_seed);
     } else {
       return std::unexpected(fmt::format("{}: unknown key \"{}\" (known: count, memory_total_mib, name, "
                                          "driver_version, cuda_version, uuid_seed)",
@@ -92,8 +82,8 @@ std::expected<GpuConfig, std::string> load_gpu_config(const std::filesystem::pat
 }
 
 std::string gpu_uuid(const GpuConfig& config, int index) {
-  const std::uint64_t high = mix(config.uuid_seed * 1315423911ULL + static_cast<std::uint64_t>(index) * 2 + 1);
-  const std::uint64_t low = mix(high ^ static_cast<std::uint64_t>(index));
+  const std::uint64_t high = util::mix64(config.uuid_seed * 1315423911ULL + static_cast<std::uint64_t>(index) * 2 + 1);
+  const std::uint64_t low = util::mix64(high ^ static_cast<std::uint64_t>(index));
   return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", high >> 32, (high >> 16) & 0xffff, high & 0xffff,
                      low >> 48, low & 0xffffffffffffULL);
 }
@@ -188,8 +178,8 @@ std::vector<AppEntry> live_app_entries(const std::filesystem::path& dir) {
       const auto found = values.find(key);
       return found == values.end() ? std::string_view{} : std::string_view(found->second);
     };
-    if (!parse_number(get("pid"), entry.pid) || !parse_number(get("gpu"), entry.gpu) ||
-        !parse_number(get("used_mib"), entry.used_mib) || !parse_number(get("start_time"), entry.start_time)) {
+    if (!parse_into(get("pid"), entry.pid) || !parse_into(get("gpu"), entry.gpu) ||
+        !parse_into(get("used_mib"), entry.used_mib) || !parse_into(get("start_time"), entry.start_time)) {
       continue;
     }
     entry.name = std::string(get("name"));

@@ -274,7 +274,7 @@ void Session::handle_health_generate() {
                                   .request = GenerationRequest{},
                                   .format = ChunkFormatter(Endpoint::completions, "", 0, "", 0)});
   // SGLang's /health_generate runs a one-token generation through the scheduler.
-  m_context.scheduler->submit(id, 4, 1, std::chrono::milliseconds{0}, shared_from_this(), RequestKind::health);
+  m_context.scheduler->submit(id, 4, 1, std::chrono::milliseconds::zero(), shared_from_this(), RequestKind::health);
 }
 
 void Session::handle_generation(Endpoint endpoint) {

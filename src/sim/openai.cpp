@@ -1,5 +1,7 @@
 #include <specctl/sim/openai.hpp>
 
+#include <specctl/util/hash.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -31,22 +33,6 @@ constexpr int k_default_completion_tokens = 16;
 constexpr int k_tokens_per_message = 4;
 constexpr int k_tokens_per_chat = 3;
 
-std::uint64_t fnv1a(std::string_view text) {
-  std::uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::string_view finish_text(std::optional<FinishReason> finish) {
   if (!finish) {
     return "null";
@@ -66,14 +52,14 @@ std::expected<PromptInfo, std::string> completion_prompt(const nlohmann::json& b
   const auto& prompt = body["prompt"];
   if (prompt.is_string()) {
     const auto& text = prompt.get_ref<const std::string&>();
-    return PromptInfo{approximate_tokens(text), fnv1a(text)};
+    return PromptInfo{approximate_tokens(text), util::fnv1a_64(text)};
   }
   if (prompt.is_array() && !prompt.empty() && prompt.front().is_number_integer()) {
-    return PromptInfo{static_cast<int>(prompt.size()), fnv1a(prompt.dump())};
+    return PromptInfo{static_cast<int>(prompt.size()), util::fnv1a_64(prompt.dump())};
   }
   if (prompt.is_array() && prompt.size() == 1 && prompt.front().is_string()) {
     const auto& text = prompt.front().get_ref<const std::string&>();
-    return PromptInfo{approximate_tokens(text), fnv1a(text)};
+    return PromptInfo{approximate_tokens(text), util::fnv1a_64(text)};
   }
   if (prompt.is_array() && prompt.size() > 1) {
     return std::unexpected("specsim serves one prompt per request; send a batch as separate requests");
@@ -106,7 +92,7 @@ std::expected<PromptInfo, std::string> chat_prompt(const nlohmann::json& body) {
     }
   }
   info.tokens += all_text.empty() ? 0 : approximate_tokens(all_text);
-  info.hash = fnv1a(all_text);
+  info.hash = util::fnv1a_64(all_text);
   return info;
 }
 
@@ -133,7 +119,7 @@ int approximate_tokens(std::string_view text) {
 std::string response_id(RequestId id) {
   // Salted so ids do not repeat the fake GPU UUIDs, which use the same mixer.
   constexpr std::uint64_t k_salt = 0x5bd1e9955bd1e995ULL;
-  return fmt::format("{:016x}{:016x}", mix(id ^ k_salt), mix(~id ^ k_salt));
+  return fmt::format("{:016x}{:016x}", util::mix64(id ^ k_salt), util::mix64(~id ^ k_salt));
 }
 
 void append_json_string(std::string& out, std::string_view text) {
@@ -248,7 +234,7 @@ std::expected<GenerationRequest, std::string> parse_generation_request(Endpoint 
                     : endpoint == Endpoint::completions ? k_default_completion_tokens
                                                         : room;
   request.max_tokens = limit;
-  const int natural = k_min_natural_tokens + static_cast<int>(mix(prompt->hash) % k_natural_token_span);
+  const int natural = k_min_natural_tokens + static_cast<int>(util::mix64(prompt->hash) % k_natural_token_span);
   if (!request.ignore_eos && natural < limit) {
     request.target_tokens = natural;
     request.finish_reason = FinishReason::stop;

@@ -424,7 +424,7 @@ int run_server(const Options& options) {
       log.uvicorn(LogLevel::info, "127.0.0.1:50102 - \"GET /get_model_info HTTP/1.1\" 200 OK", UvicornStream::out);
       auto warmup = std::make_shared<WarmupSink>(context);
       scheduler->submit(context.next_request_id++, k_warmup_prompt_tokens, k_warmup_tokens,
-                        std::chrono::milliseconds{0}, warmup, RequestKind::warmup);
+                        std::chrono::milliseconds::zero(), warmup, RequestKind::warmup);
     } else {
       WarmupSink::become_ready(context);
     }

@@ -1,12 +1,14 @@
 #include <specctl/sim/gpu_state.hpp>
 #include <specctl/sim/workers.hpp>
 
+#include <specctl/util/parse.hpp>
+#include <specctl/util/spawn.hpp>
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -14,7 +16,6 @@
 
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -51,10 +52,8 @@ std::vector<int> visible_devices(int gpu_count) {
   while (!rest.empty()) {
     const auto comma = rest.find(',');
     const auto item = rest.substr(0, comma);
-    int index = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), index);
-    if (ec == std::errc{} && end == item.data() + item.size() && index >= 0 && index < gpu_count) {
-      devices.push_back(index);
+    if (const auto index = util::parse_number<int>(item); index && *index >= 0 && *index < gpu_count) {
+      devices.push_back(*index);
     }
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
   }
@@ -70,38 +69,13 @@ std::expected<std::string, std::string> self_executable() {
   return std::string(buffer.data(), static_cast<std::size_t>(length));
 }
 
-// posix_spawn's C handles, released by scope.
-class SpawnSetup {
-public:
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&m_actions);
-    posix_spawnattr_init(&m_attr);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&m_actions);
-    posix_spawnattr_destroy(&m_attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-
-  posix_spawn_file_actions_t* actions() { return &m_actions; }
-  posix_spawnattr_t* attr() { return &m_attr; }
-
-private:
-  posix_spawn_file_actions_t m_actions{};
-  posix_spawnattr_t m_attr{};
-};
-
 std::string_view env_or_empty(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string_view{} : std::string_view(value);
 }
 
 template <typename T> T env_number(const char* name) {
-  T value{};
-  const auto text = env_or_empty(name);
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
+  return util::parse_number<T>(env_or_empty(name)).value_or(T{});
 }
 
 } // namespace
@@ -151,59 +125,48 @@ std::expected<WorkerPool, std::string> WorkerPool::spawn(const std::vector<std::
     if (::pipe2(ends, O_CLOEXEC) != 0) {
       return std::unexpected(fmt::format("pipe: {}", std::strerror(errno)));
     }
-    UniqueFd raw_read(ends[0]);
-    UniqueFd raw_write(ends[1]);
-    UniqueFd read_end(::fcntl(raw_read.get(), F_DUPFD_CLOEXEC, k_min_pipe_fd));
-    UniqueFd write_end(::fcntl(raw_write.get(), F_DUPFD_CLOEXEC, k_min_pipe_fd));
+    util::UniqueFd raw_read(ends[0]);
+    util::UniqueFd raw_write(ends[1]);
+    util::UniqueFd read_end(::fcntl(raw_read.get(), F_DUPFD_CLOEXEC, k_min_pipe_fd));
+    util::UniqueFd write_end(::fcntl(raw_write.get(), F_DUPFD_CLOEXEC, k_min_pipe_fd));
     if (!read_end || !write_end) {
       return std::unexpected(fmt::format("fcntl: {}", std::strerror(errno)));
     }
     // A worker that stops reading must never block the server.
     ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
 
-    SpawnSetup setup;
-    posix_spawn_file_actions_adddup2(setup.actions(), read_end.get(), k_worker_pipe_fd);
-    posix_spawn_file_actions_addopen(setup.actions(), 0, "/dev/null", O_RDONLY, 0);
-    sigset_t empty;
-    sigemptyset(&empty);
+    util::SpawnSetup setup;
+    setup.add_dup2(read_end.get(), k_worker_pipe_fd);
+    setup.add_open(0, "/dev/null", O_RDONLY);
+    setup.unblock_signals();
     sigset_t defaults;
     sigemptyset(&defaults);
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
       sigaddset(&defaults, sig);
     }
-    posix_spawnattr_setsigmask(setup.attr(), &empty);
-    posix_spawnattr_setsigdefault(setup.attr(), &defaults);
-    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    setup.default_signals(defaults);
     if (detach == Detach::yes) {
-      flags |= POSIX_SPAWN_SETSID;
+      setup.set_group(util::ProcessGroup::own_session);
     }
-    posix_spawnattr_setflags(setup.attr(), flags);
 
-    std::vector<std::string> env_storage;
+    std::vector<std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) {
       if (!std::string_view(*entry).starts_with("SPECSIM_WORKER_")) {
-        env_storage.emplace_back(*entry);
+        env.emplace_back(*entry);
       }
     }
-    env_storage.push_back(fmt::format("{}={}", k_env_rank, rank));
-    env_storage.push_back(fmt::format("{}={}", k_env_dir, state_dir.string()));
-    env_storage.push_back(fmt::format("{}={}", k_env_parent, ::getpid()));
-    env_storage.push_back(fmt::format("{}={}", k_env_detach, detach == Detach::yes ? 1 : 0));
-    env_storage.push_back(fmt::format("{}={}", k_env_name, names[static_cast<std::size_t>(rank)]));
-    std::vector<char*> envp;
-    for (auto& entry : env_storage) {
-      envp.push_back(entry.data());
-    }
-    envp.push_back(nullptr);
+    env.push_back(fmt::format("{}={}", k_env_rank, rank));
+    env.push_back(fmt::format("{}={}", k_env_dir, state_dir.string()));
+    env.push_back(fmt::format("{}={}", k_env_parent, ::getpid()));
+    env.push_back(fmt::format("{}={}", k_env_detach, detach == Detach::yes ? 1 : 0));
+    env.push_back(fmt::format("{}={}", k_env_name, names[static_cast<std::size_t>(rank)]));
     // argv is just the name, so /proc/PID/cmdline reads like SGLang's setproctitle.
-    std::string name = names[static_cast<std::size_t>(rank)];
-    std::array<char*, 2> argv{name.data(), nullptr};
-
-    pid_t pid = 0;
-    const int error = ::posix_spawn(&pid, executable->c_str(), setup.actions(), setup.attr(), argv.data(), envp.data());
-    if (error != 0) {
-      return std::unexpected(fmt::format("cannot start {}: {}", name, std::strerror(error)));
+    const std::string& name = names[static_cast<std::size_t>(rank)];
+    const auto spawned = setup.spawn(*executable, {name}, env);
+    if (!spawned) {
+      return std::unexpected(fmt::format("cannot start {}: {}", name, std::strerror(spawned.error())));
     }
+    const pid_t pid = *spawned;
     // posix_spawn returns after the exec, so the worker's start time is final.
     pool.m_workers.push_back(Worker{.pid = pid,
                                     .rank = rank,
@@ -261,7 +224,7 @@ int run_worker() {
     sigaddset(&mask, sig);
   }
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  UniqueFd signals(::signalfd(-1, &mask, SFD_CLOEXEC));
+  util::UniqueFd signals(::signalfd(-1, &mask, SFD_CLOEXEC));
   if (!detached) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
     // The server may have died before the line above.
@@ -269,7 +232,7 @@ int run_worker() {
       return 0;
     }
   }
-  UniqueFd pipe(k_worker_pipe_fd);
+  util::UniqueFd pipe(k_worker_pipe_fd);
   for (;;) {
     std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{pipe ? pipe.get() : -1, POLLIN, 0}};
     if (::poll(fds.data(), fds.size(), -1) < 0) {

@@ -1,4 +1,5 @@
 #include <specctl/util/atomic_file.hpp>
+#include <specctl/util/unique_fd.hpp>
 
 #include <cerrno>
 #include <cstring>
@@ -32,15 +33,12 @@ std::expected<void, Error> write_all(int fd, std::string_view data, const std::f
 }
 
 std::expected<void, Error> fsync_dir(const std::filesystem::path& dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
     return std::unexpected(io_error("cannot open folder", dir, errno));
   }
-  int rc = ::fsync(fd);
-  int error = errno;
-  ::close(fd);
-  if (rc != 0) {
-    return std::unexpected(io_error("cannot fsync folder", dir, error));
+  if (::fsync(fd.get()) != 0) {
+    return std::unexpected(io_error("cannot fsync folder", dir, errno));
   }
   return {};
 }
@@ -52,15 +50,15 @@ std::expected<void, Error> write_file_atomic(const std::filesystem::path& path, 
   auto temp = path;
   temp += fmt::format(".tmp-{}-{:08x}", ::getpid(), random());
   // Errors name the file being written, not its temporary twin.
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) {
     return std::unexpected(io_error("cannot create", path, errno));
   }
-  auto written = write_all(fd, content, path);
-  if (written && ::fsync(fd) != 0) {
+  auto written = write_all(fd.get(), content, path);
+  if (written && ::fsync(fd.get()) != 0) {
     written = std::unexpected(io_error("cannot fsync", path, errno));
   }
-  ::close(fd);
+  fd.reset();
   if (written && ::rename(temp.c_str(), path.c_str()) != 0) {
     written = std::unexpected(io_error("cannot rename into place", path, errno));
   }
@@ -85,22 +83,14 @@ std::expected<void, Error> make_dirs_durable(const std::filesystem::path& dir) {
 }
 
 std::expected<AppendFile, Error> AppendFile::open(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd) {
     return std::unexpected(io_error("cannot open for appending", path, errno));
   }
-  return AppendFile(path, fd);
+  return AppendFile(path, std::move(fd));
 }
 
-AppendFile::AppendFile(AppendFile&& other) noexcept : m_path(std::move(other.m_path)), m_fd(other.m_fd) {
-  other.m_fd = -1;
-}
-
-AppendFile::~AppendFile() {
-  if (m_fd >= 0) {
-    ::close(m_fd);
-  }
-}
+AppendFile::AppendFile(AppendFile&& other) noexcept : m_path(std::move(other.m_path)), m_fd(std::move(other.m_fd)) {}
 
 std::expected<void, Error> AppendFile::append(std::string_view line) {
   std::string whole;
@@ -109,18 +99,18 @@ std::expected<void, Error> AppendFile::append(std::string_view line) {
   whole.push_back('\n');
   std::lock_guard lock(m_mutex);
   struct stat before {};
-  bool sized = ::fstat(m_fd, &before) == 0;
+  bool sized = ::fstat(m_fd.get(), &before) == 0;
   // One write: O_APPEND puts it at the end even with other writers, and a
   // kill -9 can at worst leave a torn last line, which readers skip.
-  if (auto written = write_all(m_fd, whole, m_path); !written) {
+  if (auto written = write_all(m_fd.get(), whole, m_path); !written) {
     // A full disk took part of the line: take it back, so the next line starts whole.
     if (sized) {
       // Should even that fail, readers skip the torn line.
-      (void)!::ftruncate(m_fd, before.st_size);
+      (void)!::ftruncate(m_fd.get(), before.st_size);
     }
     return written;
   }
-  if (::fsync(m_fd) != 0) {
+  if (::fsync(m_fd.get()) != 0) {
     return std::unexpected(io_error("cannot fsync", m_path, errno));
   }
   return {};

@@ -1,6 +1,6 @@
 #include <specctl/util/duration.hpp>
+#include <specctl/util/parse.hpp>
 
-#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -33,11 +33,11 @@ std::expected<Duration, std::string> parse_duration(std::string_view text) {
     if (number.find('.') != number.rfind('.') || number == ".") {
       return std::unexpected(duration_error(text));
     }
-    double value = 0;
-    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (ec != std::errc() || end != number.data() + number.size()) {
+    const auto parsed = parse_number<double>(number);
+    if (!parsed) {
       return std::unexpected(duration_error(text));
     }
+    const double value = *parsed;
     std::size_t unit_start = pos;
     while (pos < text.size() && text[pos] >= 'a' && text[pos] <= 'z') {
       ++pos;

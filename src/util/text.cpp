@@ -47,11 +47,15 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 }
 
 std::string trim(std::string_view text) {
+  return std::string(trim_view(text));
+}
+
+std::string_view trim_view(std::string_view text) {
   auto begin = text.find_first_not_of(" \t\r\n");
   if (begin == std::string_view::npos) {
     return {};
   }
-  return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
+  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
 }
 
 std::string first_line(std::string_view text) {

@@ -1,5 +1,6 @@
 #include <specctl/util/yaml_field.hpp>
 
+#include <specctl/util/parse.hpp>
 #include <specctl/util/size.hpp>
 #include <specctl/util/text.hpp>
 
@@ -269,15 +270,13 @@ std::optional<std::int64_t> YamlField::as_int(std::int64_t min, std::int64_t max
   if (!expect_scalar()) {
     return std::nullopt;
   }
-  const std::string& text = m_node.Scalar();
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (is_quoted(m_node) || ec != std::errc() || end != text.data() + text.size()) {
+  const auto value = is_quoted(m_node) ? std::nullopt : parse_number<std::int64_t>(m_node.Scalar());
+  if (!value) {
     error(fmt::format("expected an integer, got {}", quoted_value(m_node)));
     return std::nullopt;
   }
-  if (value < min || value > max) {
-    error(fmt::format("{} is out of range ({}..{})", value, min, max));
+  if (*value < min || *value > max) {
+    error(fmt::format("{} is out of range ({}..{})", *value, min, max));
     return std::nullopt;
   }
   return value;
@@ -287,10 +286,8 @@ std::optional<double> YamlField::as_number() const {
   if (!expect_scalar()) {
     return std::nullopt;
   }
-  const std::string& text = m_node.Scalar();
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (is_quoted(m_node) || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+  const auto value = is_quoted(m_node) ? std::nullopt : parse_number<double>(m_node.Scalar());
+  if (!value || !std::isfinite(*value)) {
     error(fmt::format("expected a number, got {}", quoted_value(m_node)));
     return std::nullopt;
   }

@@ -4,6 +4,7 @@
 // specctl uses; everything above this layer talks to these types.
 
 #include <specctl/util/error.hpp>
+#include <specctl/util/unique_handle.hpp>
 
 #include <curl/curl.h>
 
@@ -23,16 +24,11 @@ void global_init();
 class Easy {
 public:
   Easy();
-  ~Easy();
-  Easy(Easy&& other) noexcept;
-  Easy& operator=(Easy&& other) noexcept;
-  Easy(const Easy&) = delete;
-  Easy& operator=(const Easy&) = delete;
 
-  CURL* get() const { return m_handle; }
+  CURL* get() const { return m_handle.get(); }
 
 private:
-  CURL* m_handle = nullptr;
+  util::UniqueHandle<CURL, curl_easy_cleanup> m_handle;
 };
 
 // A multi handle (CURLM*): it owns the connection cache that lets sequential
@@ -40,33 +36,21 @@ private:
 class Multi {
 public:
   Multi();
-  ~Multi();
-  Multi(Multi&& other) noexcept;
-  Multi& operator=(Multi&& other) noexcept;
-  Multi(const Multi&) = delete;
-  Multi& operator=(const Multi&) = delete;
 
-  CURLM* get() const { return m_handle; }
+  CURLM* get() const { return m_handle.get(); }
 
 private:
-  CURLM* m_handle = nullptr;
+  util::UniqueHandle<CURLM, curl_multi_cleanup> m_handle;
 };
 
 // A request header list (curl_slist*). It must outlive every transfer that uses it.
 class HeaderList {
 public:
-  HeaderList() = default;
-  ~HeaderList();
-  HeaderList(HeaderList&& other) noexcept;
-  HeaderList& operator=(HeaderList&& other) noexcept;
-  HeaderList(const HeaderList&) = delete;
-  HeaderList& operator=(const HeaderList&) = delete;
-
   void append(const std::string& header);
-  curl_slist* get() const { return m_list; }
+  curl_slist* get() const { return m_list.get(); }
 
 private:
-  curl_slist* m_list = nullptr;
+  util::UniqueHandle<curl_slist, curl_slist_free_all> m_list;
 };
 
 // libcurl's message for a failed transfer, with the detail of its error buffer

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <specctl/sim/unique_fd.hpp>
+#include <specctl/util/unique_fd.hpp>
 
 #include <sys/types.h>
 
@@ -52,7 +52,7 @@ private:
     int gpu = 0;
     unsigned long long start_time = 0;
     std::string name{};
-    UniqueFd pipe{};
+    util::UniqueFd pipe{};
     bool reaped = false;
   };
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <specctl/util/error.hpp>
+#include <specctl/util/unique_fd.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -29,16 +30,16 @@ public:
   AppendFile(AppendFile&& other) noexcept;
   AppendFile& operator=(AppendFile&&) = delete;
   AppendFile(const AppendFile&) = delete;
-  ~AppendFile();
+  ~AppendFile() = default;
 
   // Appends `line` and a newline.
   std::expected<void, Error> append(std::string_view line);
   const std::filesystem::path& path() const { return m_path; }
 
 private:
-  AppendFile(std::filesystem::path path, int fd) : m_path(std::move(path)), m_fd(fd) {}
+  AppendFile(std::filesystem::path path, UniqueFd fd) : m_path(std::move(path)), m_fd(std::move(fd)) {}
   std::filesystem::path m_path;
-  int m_fd = -1;
+  UniqueFd m_fd;
   std::mutex m_mutex;
 };
 

@@ -18,6 +18,8 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 
 // Without leading and trailing whitespace (spaces, tabs, CR, LF).
 std::string trim(std::string_view text);
+// The same, as a view into `text`.
+std::string_view trim_view(std::string_view text);
 
 // The first line of the trimmed text: what a one-line error message quotes of a command's output.
 std::string first_line(std::string_view text);
