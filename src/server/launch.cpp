@@ -1,9 +1,10 @@
 #include <specctl/server/lifecycle.hpp>
 
+#include "health_poll.hpp"
 #include "lifecycle_util.hpp"
+#include "liveness.hpp"
+#include "load_log.hpp"
 
-#include <specctl/http/get.hpp>
-#include <specctl/server/log_watch.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
@@ -17,11 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 // Log bytes read per poll: a chatty load must not stall the loop, the rest comes next time.
 constexpr std::size_t k_log_chunk = 1024 * 1024;
-constexpr util::Duration k_health_request_timeout = std::chrono::seconds{5};
-constexpr util::Duration k_health_connect_timeout = std::chrono::seconds{2};
+// Polls in a row that may fail (a dropped connection) before the wait gives up on the host.
 constexpr int k_max_failed_polls = 5;
-// How long to keep reading after a fatal line for the exit code and the specific cause.
-constexpr util::Duration k_fatal_settle = std::chrono::seconds{3};
 
 std::string excerpt(const std::vector<std::string>& tail) {
   if (tail.empty()) {
@@ -85,47 +83,20 @@ std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfi
 std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningServer& server, const ServerConfig& config,
                                             util::Reporter& reporter, const std::atomic<bool>* cancel) {
   const auto& tmpl = *config.tmpl;
-  LogMatcher matcher(tmpl.log);
-  LogLines lines;
-  LoadReport report;
   auto start = Clock::now();
+  detail::LoadLog log(tmpl.log, fmt::format("{}: loading {}", host.describe(), server.tag), start, reporter);
+  detail::HealthPoll health(server.base_url() + config.health.path.value_or(tmpl.health_path), config.health.interval);
   auto last_progress = start;
-  auto next_health = start;
-  bool ready_line = false;
   int failed_polls = 0;
-  bool needs_ready_line = !tmpl.log.ready.empty();
-  std::optional<double> percent;
-  std::optional<Clock::time_point> first_progress;
-  std::string url = server.base_url() + config.health.path.value_or(tmpl.health_path);
-  std::string label = fmt::format("{}: loading {}", host.describe(), server.tag);
-
-  // After a fatal line the server usually dies within moments, printing the
-  // specific cause last (a traceback ends with the exception): keep reading a
-  // little to report its exit code and the most specific fatal line.
-  struct Fatal {
-    std::string line;
-    std::size_t pattern = 0;
-    Clock::time_point settle_until;
-  };
-  std::optional<Fatal> fatal;
-  auto note_fatal = [&](const std::string& line, std::size_t pattern) {
-    if (!fatal) {
-      fatal = Fatal{strip_ansi(line), pattern, Clock::now() + k_fatal_settle};
-    } else if (pattern < fatal->pattern) {
-      fatal->line = strip_ansi(line);
-      fatal->pattern = pattern;
-    }
-  };
   auto fail = [&](std::string why, ErrorKind kind) {
-    report.log_tail = lines.tail();
-    return std::unexpected(Error(fmt::format("{}: {}\n{}", host.describe(), why, excerpt(report.log_tail)), kind));
+    return std::unexpected(Error(fmt::format("{}: {}\n{}", host.describe(), why, excerpt(log.tail())), kind));
   };
 
   while (true) {
     if (cancel != nullptr && cancel->load()) {
       return fail("interrupted while the server was loading", ErrorKind::interrupted);
     }
-    auto poll = remote::poll_server(host, server.files, server.pid, lines.offset(), k_log_chunk);
+    auto poll = remote::poll_server(host, server.files, server.pid, log.offset(), k_log_chunk);
     if (!poll) {
       // Watching is read-only, so a poll lost with a dropped connection is simply asked again
       // (the SSH host reconnects underneath); only a host that stays unreachable ends the wait.
@@ -140,72 +111,35 @@ std::expected<LoadReport, Error> wait_ready(remote::Host& host, const RunningSer
     if (!poll->log_bytes.empty()) {
       last_progress = Clock::now();
     }
-    for (const auto& line : lines.feed(poll->log_bytes)) {
-      auto facts = matcher.classify(line);
-      if (facts.fatal) {
-        note_fatal(line, *facts.fatal_pattern);
-        continue;
-      }
-      ready_line = ready_line || facts.ready;
-      if (facts.milestone) {
-        report.milestones.emplace_back(*facts.milestone, since(start));
-      }
-      if (facts.progress && facts.progress->percent) {
-        percent = facts.progress->percent;
-        if (!first_progress) {
-          first_progress = Clock::now();
-        }
-        std::optional<std::chrono::seconds> eta;
-        double elapsed = std::chrono::duration<double>(Clock::now() - *first_progress).count();
-        if (*percent > 0 && *percent < 100 && elapsed > 0) {
-          eta = std::chrono::seconds(static_cast<long>(elapsed * (100.0 - *percent) / *percent));
-        }
-        reporter.progress(label, *percent, eta);
-      }
-    }
-    if (poll->exit_code || !poll->alive) {
+    log.feed(poll->log_bytes);
+    if (detail::has_ended(*poll)) {
       // The process may have written its last lines just before it ended.
-      auto rest = remote::read_file_from(host, server.files.log(), lines.offset(), k_log_chunk);
-      if (rest) {
-        for (const auto& line : lines.feed(*rest)) {
-          if (auto facts = matcher.classify(line); facts.fatal) {
-            note_fatal(line, *facts.fatal_pattern);
-          }
-        }
+      if (auto rest = remote::read_file_from(host, server.files.log(), log.offset(), k_log_chunk); rest) {
+        log.feed_last(*rest);
       }
-      // The poll read the exit file before it looked at the process: a shell that wrote
-      // the code and ended in between reads as killed unless the file is read again.
-      std::optional<int> code = poll->exit_code;
-      if (!code) {
-        if (auto again = remote::read_exit_code(host, server.files); again) {
-          code = *again;
-        }
-      }
-      std::string how = code ? fmt::format("exited with code {}", *code) : "was killed";
-      if (fatal) {
-        return fail(fmt::format("the server failed while loading ({}): {}", how, fatal->line), ErrorKind::failed);
+      std::string how = detail::how_it_ended(host, server.files, *poll);
+      if (auto fatal = log.fatal_line()) {
+        return fail(fmt::format("the server failed while loading ({}): {}", how, *fatal), ErrorKind::failed);
       }
       return fail(fmt::format("the server {} while loading (after {})", how, util::format_duration(since(start))),
                   ErrorKind::failed);
     }
-    if (fatal && Clock::now() >= fatal->settle_until) {
-      // Still running after its fatal line (a hung engine): fail now, teardown stops it.
-      return fail(fmt::format("the server failed while loading (still running): {}", fatal->line), ErrorKind::failed);
-    }
-    if (fatal) {
+    if (auto fatal = log.fatal_line()) {
+      if (log.fatal_settled()) {
+        // Still running after its fatal line (a hung engine): fail now, teardown stops it.
+        return fail(fmt::format("the server failed while loading (still running): {}", *fatal), ErrorKind::failed);
+      }
       detail::sleep_for(detail::k_process_poll, cancel);
       continue;
     }
-    if (Clock::now() >= next_health) {
-      next_health = Clock::now() + config.health.interval;
-      auto response = http::get(url, {k_health_connect_timeout, k_health_request_timeout, {}, 4096});
-      if (response && response->status == 200 && (ready_line || !needs_ready_line)) {
-        report.load_time = since(start);
-        report.log_tail = lines.tail();
-        reporter.info(
-            fmt::format("{}: {} ready after {}", host.describe(), server.tag, util::format_duration(report.load_time)));
-        return report;
-      }
+    if (health.answered_ok() && log.ready()) {
+      LoadReport report;
+      report.load_time = since(start);
+      report.milestones = log.milestones();
+      report.log_tail = log.tail();
+      reporter.info(
+          fmt::format("{}: {} ready after {}", host.describe(), server.tag, util::format_duration(report.load_time)));
+      return report;
     }
     if (since(start) >= config.health.timeout) {
       return fail(fmt::format("the server was not ready after {} (health.timeout)",
