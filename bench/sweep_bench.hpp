@@ -67,7 +67,7 @@ inline bool parse_options(int argc, char** argv, SweepOptions& options) {
 inline std::string four_variants() {
   std::set<int> ports;
   while (ports.size() < 4) {
-    ports.insert(test::detail::free_port());
+    ports.insert(test::free_port());
   }
   std::string lines;
   auto port = ports.begin();

@@ -19,7 +19,7 @@
 
 using namespace specctl;
 using namespace specctl::bench;
-using namespace specctl::testing;
+using namespace specctl::test;
 
 namespace {
 

@@ -71,7 +71,7 @@ std::map<std::string, double> phase_totals(const std::filesystem::path& out) {
   std::map<std::string, double> totals;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(out / "variants", ec), end; !ec && it != end; it.increment(ec)) {
-    auto result = nlohmann::json::parse(test::detail::read_file(it->path() / "result.json"), nullptr, false);
+    auto result = nlohmann::json::parse(test::read_file(it->path() / "result.json"), nullptr, false);
     if (result.is_discarded() || !result.contains("phases")) {
       continue;
     }

@@ -4,9 +4,9 @@
 // as the Markdown report (cells.hpp).
 
 #include "cells.hpp"
-#include "svg.hpp"
 
 #include <specctl/report/report.hpp>
+#include <specctl/report/svg.hpp>
 #include <specctl/util/text.hpp>
 
 #include <fmt/format.h>

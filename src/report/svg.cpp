@@ -1,4 +1,4 @@
-#include "svg.hpp"
+#include <specctl/report/svg.hpp>
 
 #include "cells.hpp"
 

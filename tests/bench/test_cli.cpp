@@ -2,13 +2,13 @@
 
 #include <doctest/doctest.h>
 
-#include "child.hpp"
-#include "script_server.hpp"
+#include "../support/child.hpp"
+#include "../support/script_server.hpp"
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-using namespace specctl::testing;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,9 +38,9 @@ TEST_CASE("cli: every mode into JSON, JSON lines and a table") {
   const auto json_path = dir.path() / "bench.json";
   const auto lines_path = dir.path() / "requests.jsonl";
   const auto result =
-      run_command(bench(server.url(), {"--single-stream", "--runs", "2", "--concurrency", "1,3", "--requests", "6",
-                                       "--rate", "50", "--duration", "400ms", "--max-tokens", "8", "--json",
-                                       json_path.string(), "--requests-jsonl", lines_path.string()}));
+      run_child(bench(server.url(), {"--single-stream", "--runs", "2", "--concurrency", "1,3", "--requests", "6",
+                                     "--rate", "50", "--duration", "400ms", "--max-tokens", "8", "--json",
+                                     json_path.string(), "--requests-jsonl", lines_path.string()}));
   CAPTURE(result.out);
   CAPTURE(result.err);
   REQUIRE(result.code == 0);
@@ -106,7 +106,7 @@ TEST_CASE("cli: failures are reported, counted and set the exit code") {
     b.status = index % 2 == 0 ? 503 : 200;
     return b;
   });
-  const auto result = run_command(bench(
+  const auto result = run_child(bench(
       server.url(), {"--concurrency", "2", "--requests", "4", "--max-tokens", "4", "--warmup", "0", "--no-progress"}));
   CAPTURE(result.err);
   CHECK(result.code == 1);
@@ -118,27 +118,27 @@ TEST_CASE("cli: failures are reported, counted and set the exit code") {
 
 TEST_CASE("cli: bad input and unreachable servers end clearly") {
   SUBCASE("bad URL") {
-    const auto result = run_command(bench("localhost:30000", {"--no-progress"}));
+    const auto result = run_child(bench("localhost:30000", {"--no-progress"}));
     CHECK(result.code == 2);
     CHECK(result.err ==
           "specctl: error: invalid URL \"localhost:30000\": give the scheme and host, like http://127.0.0.1:30000\n");
   }
   SUBCASE("nothing listens") {
     const std::string url = "http://127.0.0.1:" + std::to_string(free_port());
-    const auto result = run_command(bench(url, {"--no-progress"}));
+    const auto result = run_child(bench(url, {"--no-progress"}));
     CHECK(result.code == 1);
     CHECK(result.err.starts_with("specctl: error: cannot ask the server for its model: GET " + url + "/v1/models: "));
-    const auto counted = run_command(bench(url, {"--model", "m", "--runs", "2", "--warmup", "0", "--no-progress"}));
+    const auto counted = run_child(bench(url, {"--model", "m", "--runs", "2", "--warmup", "0", "--no-progress"}));
     CHECK(counted.code == 1);
     CHECK(counted.out.find("2 failed with connect") != std::string::npos);
     CHECK(counted.err == "specctl: error: 2 of 2 requests failed (see Problems above)\n");
   }
   SUBCASE("bad options") {
     const std::string url = "http://127.0.0.1:1";
-    CHECK(run_command(bench(url, {"--endpoint", "embeddings"})).code == 2);
-    CHECK(run_command(bench(url, {"--concurrency", "0"})).code == 2);
-    CHECK(run_command(bench(url, {"--duration", "soon", "--rate", "1"})).code == 2);
-    const auto prompts = run_command(bench(url, {"--prompts", "/nonexistent/prompts.txt"}));
+    CHECK(run_child(bench(url, {"--endpoint", "embeddings"})).code == 2);
+    CHECK(run_child(bench(url, {"--concurrency", "0"})).code == 2);
+    CHECK(run_child(bench(url, {"--duration", "soon", "--rate", "1"})).code == 2);
+    const auto prompts = run_child(bench(url, {"--prompts", "/nonexistent/prompts.txt"}));
     CHECK(prompts.code == 2);
     CHECK(prompts.err == "specctl: error: /nonexistent/prompts.txt: cannot read the prompt file\n");
   }

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "script_server.hpp"
+#include "../support/script_server.hpp"
 
 #include <specctl/bench/bench.hpp>
 
@@ -11,7 +11,7 @@
 
 using namespace specctl;
 using namespace specctl::bench;
-using namespace specctl::testing;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

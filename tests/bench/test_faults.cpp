@@ -3,14 +3,14 @@
 
 #include <doctest/doctest.h>
 
-#include "child.hpp"
-#include "script_server.hpp"
+#include "../support/child.hpp"
+#include "../support/script_server.hpp"
 
 #include <specctl/bench/bench.hpp>
 
 using namespace specctl;
 using namespace specctl::bench;
-using namespace specctl::testing;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

@@ -4,8 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "../support/child.hpp"
 #include "../support/skip.hpp"
-#include "child.hpp"
 
 #include <specctl/bench/bench.hpp>
 
@@ -13,7 +13,7 @@
 
 using namespace specctl;
 using namespace specctl::bench;
-using namespace specctl::testing;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

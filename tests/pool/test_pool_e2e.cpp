@@ -3,13 +3,13 @@
 // per node at a time; a member that cannot be reached is taken out of the pool;
 // Ctrl-C stops the servers on every node.
 
-#include "../sim/support.hpp"
+#include "../support/gpu_watcher.hpp"
 #include "../support/pool_nodes.hpp"
 #include "../support/result_folder.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <csignal>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,9 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <thread>
 
-namespace st = specsim_test;
+namespace st = specctl::test;
 using nlohmann::json;
 using specctl::test::FakeGpuNode;
 
@@ -31,22 +30,15 @@ namespace {
 constexpr std::chrono::seconds k_sweep_timeout{180};
 constexpr std::chrono::seconds k_phase_timeout{90};
 constexpr std::chrono::seconds k_signal_exit_timeout{60};
-// How often the watcher looks at the nodes' fake GPUs: a variant holds them for seconds.
-constexpr std::chrono::milliseconds k_watch_interval{100};
 
 constexpr const char* k_four_variants = "a,b,c,d";
 
 constexpr const char* k_quick_benchmarks = R"(  - {name: single, kind: single_stream, runs: 2, max_tokens: 32}
   - {name: parallel, kind: concurrency, repeats: 1, levels: [1, 4], max_tokens: 32})";
 
+using specctl::test::GpuWatcher;
 using specctl::test::journal;
 using specctl::test::read_json;
-
-std::vector<json> events(const std::filesystem::path& out, const std::string& event) {
-  auto all = journal(out);
-  std::erase_if(all, [&](const json& e) { return e.value("event", "") != event; });
-  return all;
-}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> parts;
@@ -55,16 +47,6 @@ std::vector<std::string> split(const std::string& text) {
     parts.push_back(part);
   }
   return parts;
-}
-
-// Ports that are free now and distinct from each other: both nodes are this
-// machine, so two servers on one port would collide although on different "hosts".
-std::vector<int> distinct_free_ports(std::size_t count) {
-  std::set<int> ports;
-  while (ports.size() < count) {
-    ports.insert(st::free_port());
-  }
-  return {ports.begin(), ports.end()};
 }
 
 // One pool sweep's world: the nodes, an experiment over them, its result folder
@@ -87,6 +69,14 @@ public:
   }
 
   const std::vector<std::unique_ptr<FakeGpuNode>>& nodes() const { return m_nodes; }
+  // Node name -> its fake GPUs, for a GpuWatcher.
+  std::map<std::string, std::filesystem::path> gpu_dirs() const {
+    std::map<std::string, std::filesystem::path> dirs;
+    for (const auto& node : m_nodes) {
+      dirs[node->name()] = node->gpu_dir();
+    }
+    return dirs;
+  }
   std::filesystem::path file() const { return m_dir.path() / "sweep.yaml"; }
   std::filesystem::path out() const { return m_dir.path() / "out"; }
   std::filesystem::path log() const { return m_dir.path() / fmt::format("specctl-{}.log", m_runs); }
@@ -108,7 +98,7 @@ public:
     hosts += extra_hosts;
     members.insert(members.end(), extra_members.begin(), extra_members.end());
     auto list = split(names);
-    auto ports = distinct_free_ports(list.size());
+    auto ports = st::distinct_free_ports(list.size());
     std::string variants;
     for (std::size_t i = 0; i < list.size(); ++i) {
       variants += fmt::format("  - {{name: {}, port: {}}}\n", list[i], ports[i]);
@@ -177,53 +167,10 @@ bool start_nodes_or_skip(PoolSweep& sweep, const std::vector<std::string>& addre
   return true;
 }
 
-// Records, while it lives, which servers' processes hold each node's fake GPUs
-// (by their SPECCTL_TAG), so a test can say no node ever saw another's server.
-class GpuWatcher {
-public:
-  explicit GpuWatcher(const std::vector<std::unique_ptr<FakeGpuNode>>& nodes) : m_nodes(nodes) {
-    m_thread = std::thread([this] {
-      while (!m_stop.load()) {
-        look();
-        std::this_thread::sleep_for(k_watch_interval);
-      }
-    });
-  }
-  GpuWatcher(const GpuWatcher&) = delete;
-  GpuWatcher& operator=(const GpuWatcher&) = delete;
-  ~GpuWatcher() { stop(); }
-
-  void stop() {
-    m_stop = true;
-    if (m_thread.joinable()) {
-      m_thread.join();
-    }
-  }
-
-  // Node name -> tags seen on its GPUs; call after stop().
-  const std::map<std::string, std::set<std::string>>& seen() const { return m_seen; }
-
-private:
-  void look() {
-    for (const auto& node : m_nodes) {
-      for (pid_t pid : node->gpu_processes()) {
-        if (auto tag = specctl::test::tag_of(pid); !tag.empty()) {
-          m_seen[node->name()].insert(tag);
-        }
-      }
-    }
-  }
-
-  const std::vector<std::unique_ptr<FakeGpuNode>>& m_nodes;
-  std::map<std::string, std::set<std::string>> m_seen;
-  std::atomic<bool> m_stop{false};
-  std::thread m_thread;
-};
-
 // Tag -> host, from the journal's `launched` entries.
 std::map<std::string, std::string> launched_on(const std::filesystem::path& out) {
   std::map<std::string, std::string> hosts;
-  for (const auto& e : events(out, "launched")) {
+  for (const auto& e : st::journal_events(out, "launched")) {
     hosts[e.value("tag", "")] = e.value("host", "");
   }
   return hosts;
@@ -280,7 +227,7 @@ TEST_CASE("a sweep over a pool of two nodes runs a variant on each at once, each
     return;
   }
   sweep.write(k_four_variants, k_quick_benchmarks, "2s", 10);
-  GpuWatcher watcher(sweep.nodes());
+  GpuWatcher watcher(sweep.gpu_dirs());
   int code = sweep.run();
   watcher.stop();
   auto out = sweep.out();
@@ -314,7 +261,8 @@ TEST_CASE("a sweep over a pool of two nodes runs a variant on each at once, each
   CHECK(launched.size() == 4);
   for (const auto& node : sweep.nodes()) {
     INFO("node " << node->name());
-    auto seen = watcher.seen().contains(node->name()) ? watcher.seen().at(node->name()) : std::set<std::string>{};
+    auto seen =
+        watcher.tags_seen().contains(node->name()) ? watcher.tags_seen().at(node->name()) : std::set<std::string>{};
     CHECK_FALSE(seen.empty());
     for (const auto& tag : seen) {
       CHECK_MESSAGE(launched[tag] == node->name(), tag << " was launched on " << launched[tag]);
@@ -347,7 +295,7 @@ TEST_CASE("an unreachable pool member is taken out and its variants finish on th
     return;
   }
   // A third "machine" where nothing listens: every connection is refused.
-  int closed = specctl::test::detail::free_port("127.0.0.4");
+  int closed = st::free_port("127.0.0.4");
   const auto& key_of = sweep.nodes().front()->sshd();
   sweep.write(k_four_variants, k_quick_benchmarks, "2s", 10,
               fmt::format("  node-c: {{ssh: \"{}@127.0.0.4:{}\", identity: \"{}\", known_hosts: \"{}\"}}\n",
@@ -358,14 +306,14 @@ TEST_CASE("an unreachable pool member is taken out and its variants finish on th
   INFO(sweep.output());
   CHECK(code == 0);
 
-  auto removed = events(out, "host_removed");
+  auto removed = st::journal_events(out, "host_removed");
   REQUIRE(removed.size() == 1);
   CHECK(removed[0]["host"] == "node-c");
   CHECK(removed[0]["reason"].get<std::string>().find("refused") != std::string::npos);
   CHECK(sweep.output().find("taking node-c out of the pool") != std::string::npos);
 
   // Each variant node-c failed went at once to another node and ended there, on attempt 2.
-  auto retries = events(out, "variant_retry");
+  auto retries = st::journal_events(out, "variant_retry");
   CHECK(retries.size() == 2);
   std::set<std::string> retried;
   for (const auto& r : retries) {
@@ -392,7 +340,7 @@ TEST_CASE("SIGINT while both nodes load stops the servers on both and exits 130"
   // Both nodes are loading a server and its processes run.
   auto loading = [&] {
     std::set<std::string> hosts;
-    for (const auto& e : events(sweep.out(), "launched")) {
+    for (const auto& e : st::journal_events(sweep.out(), "launched")) {
       if (!specctl::test::live_tagged_processes(e.value("tag", "")).empty()) {
         hosts.insert(e.value("host", ""));
       }
@@ -402,7 +350,7 @@ TEST_CASE("SIGINT while both nodes load stops the servers on both and exits 130"
   bool both = st::wait_until(loading, k_phase_timeout);
   INFO(sweep.output());
   REQUIRE_MESSAGE(both, "the two nodes did not both start loading");
-  REQUIRE(events(sweep.out(), "phase_started").size() >= 2);
+  REQUIRE(st::journal_events(sweep.out(), "phase_started").size() >= 2);
   for (const auto& node : sweep.nodes()) {
     CHECK_MESSAGE(node->tags().size() == 1, node->name());
   }
@@ -412,11 +360,11 @@ TEST_CASE("SIGINT while both nodes load stops the servers on both and exits 130"
   CHECK(code == 130);
   CHECK(sweep.leftovers() == "");
   int interrupted = 0;
-  for (const auto& e : events(sweep.out(), "variant_finished")) {
+  for (const auto& e : st::journal_events(sweep.out(), "variant_finished")) {
     interrupted += e.value("status", "") == "interrupted" ? 1 : 0;
   }
   CHECK(interrupted == 2);
-  CHECK(events(sweep.out(), "torn_down").size() == 2);
+  CHECK(st::journal_events(sweep.out(), "torn_down").size() == 2);
   CHECK(sweep.output().find("--resume") != std::string::npos);
 }
 
@@ -459,29 +407,14 @@ benchmarks:
 )",
                                              fmt::arg("entry", entry), fmt::arg("node", node.name()),
                                              fmt::arg("port", port), fmt::arg("benchmarks", k_quick_benchmarks));
-  // Tag -> GPUs its processes held, and the most servers holding GPUs at once.
-  std::map<std::string, std::set<int>> gpus_of;
-  std::size_t most = 0;
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done.load()) {
-      std::set<std::string> tags;
-      for (const auto& app : specctl::sim::live_app_entries(node.gpu_dir())) {
-        if (auto tag = specctl::test::tag_of(app.pid); !tag.empty()) {
-          gpus_of[tag].insert(app.gpu);
-          tags.insert(tag);
-        }
-      }
-      most = std::max(most, tags.size());
-      std::this_thread::sleep_for(k_watch_interval);
-    }
-  });
+  GpuWatcher watcher(sweep.gpu_dirs());
   int code = sweep.run();
-  done = true;
-  watcher.join();
+  watcher.stop();
   INFO(sweep.output());
   REQUIRE(code == 0);
-  CHECK(most == 2);
+  CHECK(watcher.most_servers_at_once() == 2);
+  // Tag -> GPUs its processes held.
+  auto gpus_of = watcher.gpus_by_tag();
   std::set<int> slots_used;
   for (const auto& name : {"a", "b", "c", "d"}) {
     check_ok_variant(sweep.out(), name);

@@ -3,8 +3,8 @@
 // What the run suite's tests share: one sweep's world (an experiment file, its
 // result folder, the state folder, fake GPUs) and the checks on tagged servers.
 
-#include "../sim/support.hpp"
 #include "../support/result_folder.hpp"
+#include "../support/specsim.hpp"
 #include "../support/ssh_testing.hpp"
 
 #include <doctest/doctest.h>
@@ -19,7 +19,7 @@
 
 namespace run_test {
 
-namespace st = specsim_test;
+namespace st = specctl::test;
 using nlohmann::json;
 
 // Generous for a loaded two-core machine; a sweep here takes seconds.

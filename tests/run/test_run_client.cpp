@@ -4,8 +4,8 @@
 // round trip is recorded, a level the stall disturbed is measured again), and
 // back on this machine when the host cannot run specctl.
 
-#include "../sim/support.hpp"
 #include "../support/result_folder.hpp"
+#include "../support/specsim.hpp"
 #include "../support/ssh_testing.hpp"
 #include "sweep.hpp"
 
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-namespace st = specsim_test;
+namespace st = specctl::test;
 using nlohmann::json;
 
 namespace {

@@ -1,13 +1,13 @@
 // The OpenAI-compatible API as a streaming client (libcurl) sees it.
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <set>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
 

@@ -7,7 +7,7 @@
 // between a quarter of the target (a slow machine delays tokens) and the target plus
 // 5% (the scheduler never runs ahead of the model).
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <set>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
 

@@ -2,7 +2,7 @@
 // readiness, log, endpoints and stream, and its own accept-length figures held
 // against specsim's truth (/sim/truth).
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -17,7 +17,7 @@
 #include <regex>
 #include <sstream>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,6 +1,6 @@
 // Every --sim-fault, staged on a real server and observed from outside.
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
 

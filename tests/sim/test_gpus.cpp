@@ -1,6 +1,6 @@
 // The fake GPUs: workers holding memory, the fake nvidia-smi, orphans.
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 #include <regex>
 #include <sstream>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,7 +1,7 @@
 // specsim's life as specctl sees it: refused while loading, the SGLang-like
 // log, readiness, argparse errors, and stopping.
 
-#include "support.hpp"
+#include "../support/specsim.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-using namespace specsim_test;
+using namespace specctl::test;
 using namespace std::chrono_literals;
 
 namespace {

@@ -4,8 +4,10 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "files.hpp"
 #include "slurm_cluster.hpp"
 #include "temp_dir.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -21,8 +23,11 @@
 
 namespace {
 
+using specctl::test::read_file;
 using specctl::test::SlurmCluster;
 using specctl::test::TempDir;
+using specctl::test::wait_until;
+using specctl::test::write_file;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -34,21 +39,11 @@ constexpr auto k_job_timeout = std::chrono::seconds{60};
 constexpr auto k_time_limit_timeout = std::chrono::seconds{180};
 // A cancelled job's processes get SIGTERM at once and SIGKILL KillWait (10 s) later.
 constexpr auto k_cancel_timeout = std::chrono::seconds{30};
+// Each look runs scontrol or reads a job's files: slower than the support's default.
 constexpr auto k_poll_interval = std::chrono::milliseconds{250};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-bool wait_until(const std::function<bool()>& done, Clock::duration timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(k_poll_interval);
-  }
-  return true;
 }
 
 // Not having Slurm is a reason to skip, said out loud (ctest reports the case
@@ -121,7 +116,7 @@ std::map<std::string, std::string> wait_for_job(const SlurmCluster& cluster, con
         fields = job_fields(cluster, id);
         return finished(fields["JobState"]);
       },
-      timeout);
+      timeout, k_poll_interval);
   if (!done) {
     FAIL("job " << id << " still " << fields["JobState"] << " (" << fields["Reason"] << ")\n" << cluster.log_tails());
   }
@@ -138,10 +133,6 @@ bool killed_exit_code(const std::string& exit_code) {
   return k_seen.contains(exit_code);
 }
 
-std::string read(const std::filesystem::path& path) {
-  return specctl::test::detail::read_file(path);
-}
-
 bool file_exists(const std::filesystem::path& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec);
@@ -151,14 +142,14 @@ pid_t wait_for_pid_file(const std::filesystem::path& path) {
   pid_t pid = -1;
   wait_until(
       [&] {
-        auto text = read(path);
+        auto text = read_file(path);
         if (text.empty() || text.back() != '\n') {
           return false;
         }
         pid = static_cast<pid_t>(std::stol(text));
         return true;
       },
-      k_job_timeout);
+      k_job_timeout, k_poll_interval);
   return pid;
 }
 
@@ -202,7 +193,7 @@ TEST_CASE("a batch job sees the GPUs it asked for and its exit code") {
   CHECK(fields["ExitCode"] == "0:0");
   CHECK(fields["StdOut"] == (dir.path() / ("job-" + id + ".out")).string());
 
-  auto output = read(dir.path() / ("job-" + id + ".out"));
+  auto output = read_file(dir.path() / ("job-" + id + ".out"));
   INFO(output);
   // A fresh node hands out its first GPUs.
   CHECK(output.find("CUDA_VISIBLE_DEVICES=0,1\n") != std::string::npos);
@@ -237,7 +228,7 @@ TEST_CASE("two whole-node GPU jobs run at once, one on each node, and a third wa
   auto second = submit(*cluster, script);
   bool both_started = wait_until(
       [&] { return file_exists(dir.path() / ("started-" + first)) && file_exists(dir.path() / ("started-" + second)); },
-      k_job_timeout);
+      k_job_timeout, k_poll_interval);
   REQUIRE_MESSAGE(both_started, cluster->log_tails());
 
   auto third = submit(*cluster, script);
@@ -247,16 +238,16 @@ TEST_CASE("two whole-node GPU jobs run at once, one on each node, and a third wa
         waiting = job_fields(*cluster, third);
         return waiting["JobState"] == "PENDING" && waiting["Reason"] == "Resources";
       },
-      k_job_timeout);
+      k_job_timeout, k_poll_interval);
   CHECK_MESSAGE(pending, "third job: " << waiting["JobState"] << " " << waiting["Reason"]);
 
-  specctl::test::detail::write_file(dir.path() / "release", "");
+  write_file(dir.path() / "release", "");
   for (const auto& id : {first, second, third}) {
     auto fields = wait_for_job(*cluster, id, k_job_timeout);
     CHECK(fields["JobState"] == "COMPLETED");
   }
-  auto first_started = read(dir.path() / ("started-" + first));
-  auto second_started = read(dir.path() / ("started-" + second));
+  auto first_started = read_file(dir.path() / ("started-" + first));
+  auto second_started = read_file(dir.path() / ("started-" + second));
   MESSAGE("started: " << first_started << "         " << second_started);
   std::set<std::string> nodes{first_started.substr(0, 2), second_started.substr(0, 2)};
   CHECK(nodes == std::set<std::string>{"n1", "n2"});
@@ -282,7 +273,7 @@ TEST_CASE("a job past its time limit ends as TIMEOUT") {
   CHECK(fields["Reason"] == "TimeLimit");
   CHECK_MESSAGE(killed_exit_code(fields["ExitCode"]), "ExitCode=" << fields["ExitCode"]);
   CHECK(fields["TimeLimit"] == "00:01:00");
-  auto output = read(dir.path() / ("job-" + id + ".out"));
+  auto output = read_file(dir.path() / ("job-" + id + ".out"));
   CHECK(output.find("DUE TO TIME LIMIT") != std::string::npos);
 }
 
@@ -302,7 +293,7 @@ TEST_CASE("scancel ends a running job and its processes") {
   auto cancelled = Clock::now();
   auto result = cluster->run("scancel " + id);
   CHECK(result.exit_code == 0);
-  bool gone = wait_until([&] { return !specctl::test::process_alive(sleeper); }, k_cancel_timeout);
+  bool gone = wait_until([&] { return !specctl::test::process_alive(sleeper); }, k_cancel_timeout, k_poll_interval);
   CHECK_MESSAGE(gone, "the job's sleep (pid " << sleeper << ") still runs");
   MESSAGE("the job's process was gone " << seconds_since(cancelled) << " s after scancel");
   auto fields = wait_for_job(*cluster, id, k_cancel_timeout);
@@ -338,10 +329,10 @@ TEST_CASE("the destructor stops every daemon and every job process") {
       [&] {
         return std::none_of(pids.begin(), pids.end(), [](pid_t pid) { return specctl::test::process_alive(pid); });
       },
-      5s);
+      5s, k_poll_interval);
   for (pid_t pid : pids) {
     CHECK_MESSAGE(!specctl::test::process_alive(pid),
-                  "pid " << pid << " (" << specctl::test::detail::comm_of(pid) << ") outlived the cluster");
+                  "pid " << pid << " (" << specctl::test::comm_of(pid) << ") outlived the cluster");
   }
   CHECK(all_gone);
 }

@@ -143,7 +143,7 @@ inline std::vector<server::ComputeApp> orphan_workers(remote::Host& host, const 
   while (!loaded() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
   }
-  REQUIRE_MESSAGE(loaded(), "the workers did not take their memory; the server's log:\n" << detail::read_file(log));
+  REQUIRE_MESSAGE(loaded(), "the workers did not take their memory; the server's log:\n" << read_file(log));
   REQUIRE(remote::signal_pids(host, {parent}, SIGKILL));
   auto dead = [&] {
     auto alive = remote::is_alive(host, parent);
@@ -161,7 +161,7 @@ inline std::vector<server::ComputeApp> orphan_workers(remote::Host& host, const 
 
 // Whether `pid` runs on this machine (a zombie does not).
 inline bool running_here(int pid) {
-  auto stat = detail::read_file(std::filesystem::path("/proc") / std::to_string(pid) / "stat");
+  auto stat = read_file(std::filesystem::path("/proc") / std::to_string(pid) / "stat");
   auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
@@ -179,7 +179,7 @@ inline void kill_sandbox_processes(const std::filesystem::path& sandbox, const s
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }
-    auto cmdline = detail::read_file(entry.path() / "cmdline");
+    auto cmdline = read_file(entry.path() / "cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     int pid = std::atoi(name.c_str());
     if (pid != ::getpid() && cmdline.find(sandbox.string()) != std::string::npos) {

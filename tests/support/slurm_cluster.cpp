@@ -1,5 +1,9 @@
 #include "slurm_cluster.hpp"
 
+#include "files.hpp"
+#include "net.hpp"
+#include "wait.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -31,7 +35,7 @@ constexpr std::size_t k_munge_key_bytes = 1024;
 
 // Daemons live in /usr/sbin, which is not in every user's PATH.
 std::string locate(const std::string& name) {
-  auto found = detail::find_program(name);
+  auto found = find_program(name);
   if (found.find('/') != std::string::npos && ::access(found.c_str(), X_OK) == 0) {
     return found;
   }
@@ -82,18 +86,6 @@ std::string range(const std::string& prefix, int first, int last) {
 }
 
 } // namespace
-
-bool process_alive(pid_t pid) {
-  if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {
-    return false;
-  }
-  auto stat = detail::read_file(std::filesystem::path("/proc") / std::to_string(pid) / "stat");
-  auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) {
-    return false;
-  }
-  return stat[close + 2] != 'Z';
-}
 
 std::optional<std::string> SlurmCluster::unavailable() {
   std::vector<std::string> missing;
@@ -168,7 +160,7 @@ std::vector<pid_t> SlurmCluster::process_pids() const {
     if (pid == ::getpid() || std::find(pids.begin(), pids.end(), pid) != pids.end()) {
       continue;
     }
-    std::istringstream environment(detail::read_file(entry.path() / "environ"));
+    std::istringstream environment(read_file(entry.path() / "environ"));
     std::string variable;
     while (std::getline(environment, variable, '\0')) {
       if (variable == marker) {
@@ -236,14 +228,14 @@ void SlurmCluster::prepare_files() {
   if (!random.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
     throw std::runtime_error("cannot read /dev/urandom for the munge key");
   }
-  detail::write_file(key, bytes);
+  write_file(key, bytes);
   fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
   // slurmd counts a GPU only when gres.conf names a device file for it.
   for (int i = 0; i < m_options.gpus_per_node; ++i) {
     fs::create_symlink("/dev/null", m_dir / "dev" / ("nvidia" + std::to_string(i)));
   }
   // Keeps the spank plugins listed in /etc/slurm/plugstack.conf.d out of the jobs.
-  detail::write_file(m_dir / "plugstack.conf", "");
+  write_file(m_dir / "plugstack.conf", "");
 }
 
 void SlurmCluster::start_munge() {
@@ -322,21 +314,21 @@ void SlurmCluster::write_config() {
     conf << " State=UNKNOWN\n";
   }
   conf << "PartitionName=test Nodes=" << range("n", 1, nodes) << " Default=YES MaxTime=INFINITE State=UP\n";
-  detail::write_file(m_conf, conf.str());
+  write_file(m_conf, conf.str());
 
   std::string gres;
   if (gpus > 0) {
     gres = "NodeName=" + range("n", 1, nodes) + " Name=gpu File=" + range(dir + "/dev/nvidia", 0, gpus - 1) + "\n";
   }
-  detail::write_file(m_dir / "gres.conf", gres);
+  write_file(m_dir / "gres.conf", gres);
 }
 
 void SlurmCluster::launch() {
   for (int attempt = 1;; ++attempt) {
-    m_controller_port = detail::free_port();
+    m_controller_port = free_port();
     m_node_ports.clear();
     while (m_node_ports.size() < static_cast<std::size_t>(m_options.nodes)) {
-      int port = detail::free_port();
+      int port = free_port();
       if (port != m_controller_port &&
           std::find(m_node_ports.begin(), m_node_ports.end(), port) == m_node_ports.end()) {
         m_node_ports.push_back(port);
@@ -395,7 +387,7 @@ void SlurmCluster::start_daemon(const std::string& name, const std::vector<std::
   if (name != "munged") {
     environment = env();
   }
-  daemon.pid = detail::spawn(argv, daemon.log, environment);
+  daemon.pid = spawn(argv, daemon.log, environment);
   if (daemon.pid <= 0) {
     throw std::runtime_error("cannot start " + argv.at(0));
   }
@@ -431,7 +423,7 @@ void SlurmCluster::stop_daemon(Daemon& daemon) {
   }
   ::kill(daemon.pid, SIGTERM);
   // Kills it when the grace period is over.
-  detail::wait_for(daemon.pid, k_slurm_stop_grace);
+  wait_for(daemon.pid, k_slurm_stop_grace);
   daemon.pid = -1;
 }
 

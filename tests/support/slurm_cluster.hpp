@@ -15,7 +15,8 @@
 // The destructor cancels every job, stops every daemon it started by pid and
 // kills what is left of the jobs, also when a test fails.
 
-#include "sshd.hpp"
+#include "process.hpp"
+#include "skip.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -36,11 +37,6 @@ inline constexpr auto k_slurm_command_timeout = std::chrono::seconds{30};
 inline constexpr auto k_slurm_stop_grace = std::chrono::seconds{5};
 // How long the destructor waits for cancelled jobs to leave the queue.
 inline constexpr auto k_slurm_drain_timeout = std::chrono::seconds{15};
-
-// Whether `pid` is a running process. Zombies count as gone: processes
-// orphaned to an init that does not reap (a container's) stay zombies forever,
-// holding nothing.
-bool process_alive(pid_t pid);
 
 struct SlurmClusterOptions {
   int nodes = 2;

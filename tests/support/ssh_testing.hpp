@@ -1,27 +1,24 @@
 #pragma once
 
 // Test support for doctest suites that need an SSH host: start the test sshd
-// or fail (never skip), connect or fail with sshd's log, and bounded polling.
+// or fail (never skip), connect or fail with sshd's log, processes by command
+// line, and environment variables for one scope. Bounded polling is wait.hpp's.
 
 #include <doctest/doctest.h>
 
 #include "net.hpp"
 #include "sshd.hpp"
+#include "wait.hpp"
 
 #include <specctl/remote/ssh_host.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace specctl::test {
-
-inline constexpr auto k_wait_timeout = std::chrono::seconds{20};
 
 // Every SSH test needs a real sshd; not being able to start one is a failure
 // with the reason, never a silent skip.
@@ -43,23 +40,11 @@ inline std::unique_ptr<remote::SshHost> require_host(const remote::SshTarget& ta
   return std::move(*host);
 }
 
-inline bool wait_until(const std::function<bool()>& done,
-                       std::chrono::steady_clock::duration timeout = k_wait_timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(k_poll_interval);
-  }
-  return true;
-}
-
 // Whether any process's command line contains `marker` (the test "node" is this machine).
 inline bool process_running(const std::string& marker) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    auto cmdline = detail::read_file(entry.path() / "cmdline");
+    auto cmdline = read_file(entry.path() / "cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     if (cmdline.find(marker) != std::string::npos) {
       return true;

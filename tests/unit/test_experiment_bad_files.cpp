@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "../support/files.hpp"
+
 #include <specctl/experiment/experiment.hpp>
 
 #include <cstdlib>
@@ -9,16 +11,10 @@
 
 namespace fs = std::filesystem;
 using specctl::experiment::load_experiment;
+using specctl::test::read_file;
 using specctl::util::Diagnostics;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 std::string diagnostics_text(const Diagnostics& diag) {
   std::string out;

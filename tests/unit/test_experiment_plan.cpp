@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "../support/golden.hpp"
+
 #include <specctl/experiment/plan.hpp>
 
 #include <cstdlib>
@@ -9,24 +11,9 @@
 
 namespace fs = std::filesystem;
 using namespace specctl::experiment;
+using specctl::test::check_golden;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-// Compares with a golden file; SPECCTL_UPDATE_GOLDEN=1 rewrites it (review the diff before committing).
-void check_golden(const std::string& actual, const fs::path& golden) {
-  if (const char* update = std::getenv("SPECCTL_UPDATE_GOLDEN"); update != nullptr && std::string(update) == "1") {
-    std::ofstream(golden) << actual;
-  }
-  CAPTURE(golden.string());
-  CHECK(actual == read_file(golden));
-}
 
 Experiment load_ok(const std::string& path) {
   setenv("XDG_CONFIG_HOME", "/nonexistent", 1);

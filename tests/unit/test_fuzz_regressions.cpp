@@ -3,6 +3,7 @@
 // must meet a clean error or a right answer, never an exception or a crash.
 
 #include "../../src/run/run_context.hpp"
+#include "../support/files.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <specctl/experiment/experiment.hpp>
@@ -20,25 +21,15 @@
 #include <sstream>
 
 namespace fs = std::filesystem;
+using specctl::test::read_file;
 using specctl::test::TempDir;
+using specctl::test::write_file;
 using namespace specctl;
 
 namespace {
 
 const fs::path k_source = SPECCTL_TEST_SOURCE_DIR;
 const fs::path k_found = k_source / "tests" / "data" / "fuzz";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void write_file(const fs::path& path, std::string_view content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-}
 
 } // namespace
 

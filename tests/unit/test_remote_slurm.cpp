@@ -2,7 +2,7 @@
 
 #include <specctl/remote/slurm.hpp>
 
-#include "shell_capture.hpp"
+#include "../support/shell_capture.hpp"
 
 using namespace specctl::remote;
 using namespace std::chrono_literals;

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "../support/shell_capture.hpp"
 #include "../support/ssh_testing.hpp"
 
 #include <specctl/remote/ssh_host.hpp>
@@ -32,20 +33,6 @@ namespace fs = std::filesystem;
 
 // Generous: on a loaded CI machine a login shell alone can take a second.
 constexpr auto k_command_timeout = std::chrono::seconds{20};
-
-std::vector<std::string> split_nul(const std::string& text) {
-  std::vector<std::string> words;
-  std::string current;
-  for (char c : text) {
-    if (c == '\0') {
-      words.push_back(current);
-      current.clear();
-    } else {
-      current += c;
-    }
-  }
-  return words;
-}
 
 } // namespace
 
@@ -97,7 +84,7 @@ TEST_CASE("ssh host runs commands and reports output and exit codes") {
   SUBCASE("several MiB of stdout and stderr arrive intact") {
     auto data = random_bytes(6 * 1024 * 1024, 7);
     auto file = sshd->dir() / "blob";
-    detail::write_file(file, data);
+    write_file(file, data);
     auto q = specctl::util::shell_quote(file.string());
     auto result = host->exec("cat " + q + "; cat " + q + " >&2", 60s);
     REQUIRE(result);
@@ -169,8 +156,8 @@ TEST_CASE("ssh host checks the host key against known_hosts") {
   SUBCASE("strict and accept-new: a changed host key is refused") {
     REQUIRE(generate_key(sshd->dir() / "other_host_key"));
     auto file = sshd->dir() / "changed_known_hosts";
-    detail::write_file(file, "# an old key\n[127.0.0.1]:" + std::to_string(sshd->port()) + " " +
-                                 public_key_of(sshd->dir() / "other_host_key.pub") + "\n");
+    write_file(file, "# an old key\n[127.0.0.1]:" + std::to_string(sshd->port()) + " " +
+                         public_key_of(sshd->dir() / "other_host_key.pub") + "\n");
     target.known_hosts = file.string();
     for (auto policy : {HostKeyPolicy::strict, HostKeyPolicy::accept_new}) {
       target.host_key_policy = policy;
@@ -182,7 +169,7 @@ TEST_CASE("ssh host checks the host key against known_hosts") {
       CHECK(message.find("ssh-keygen -R") != std::string::npos);
     }
     // Nothing was appended to the file.
-    CHECK(detail::read_file(file).find(public_key_of(sshd->dir() / "host_key.pub")) == std::string::npos);
+    CHECK(read_file(file).find(public_key_of(sshd->dir() / "host_key.pub")) == std::string::npos);
   }
   SUBCASE("accept-new records an unknown key, creating the file, and the key then passes strict checking") {
     auto file = sshd->dir() / "fresh" / "ssh" / "known_hosts";
@@ -194,24 +181,24 @@ TEST_CASE("ssh host checks the host key against known_hosts") {
       REQUIRE(result);
       CHECK(result->out == "hello\n");
     }
-    CHECK(detail::read_file(file) == sshd->known_hosts_line());
+    CHECK(read_file(file) == sshd->known_hosts_line());
     target.host_key_policy = HostKeyPolicy::strict;
     auto again = require_host(target, *sshd);
     CHECK(again->exec("true", k_command_timeout));
   }
   SUBCASE("hashed known_hosts entries are understood") {
     auto file = sshd->dir() / "hashed_known_hosts";
-    detail::write_file(file, sshd->known_hosts_line());
+    write_file(file, sshd->known_hosts_line());
     auto hashed = run_program({"ssh-keygen", "-H", "-f", file.string()}, sshd->dir());
     REQUIRE(hashed.exit_code == 0);
-    REQUIRE(detail::read_file(file).starts_with("|1|"));
+    REQUIRE(read_file(file).starts_with("|1|"));
     target.known_hosts = file.string();
     auto host = require_host(target, *sshd);
     CHECK(host->exec("true", k_command_timeout));
   }
   SUBCASE("a plain host entry does not vouch for another port of that host") {
     auto file = sshd->dir() / "port22_known_hosts";
-    detail::write_file(file, "127.0.0.1 " + public_key_of(sshd->dir() / "host_key.pub") + "\n");
+    write_file(file, "127.0.0.1 " + public_key_of(sshd->dir() / "host_key.pub") + "\n");
     target.known_hosts = file.string();
     auto host = specctl::remote::connect_ssh(target);
     REQUIRE_FALSE(host);
@@ -235,7 +222,7 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
     std::string message = host.error().what();
     CHECK(message.starts_with(target.describe() + ": public key authentication as \"" + sshd->user() + "\" failed"));
     CHECK(message.find("wrong_key (refused by the server)") != std::string::npos);
-    auto private_key = detail::read_file(sshd->dir() / "wrong_key");
+    auto private_key = read_file(sshd->dir() / "wrong_key");
     auto public_key = public_key_of(sshd->dir() / "wrong_key.pub");
     CHECK(message.find(public_key.substr(12, 20)) == std::string::npos);
     CHECK(message.find("PRIVATE KEY") == std::string::npos);
@@ -292,7 +279,7 @@ TEST_CASE("ssh host reports an unreachable node clearly and within the connect t
   target.connect_timeout = 1s;
 
   SUBCASE("nothing listens on the port") {
-    target.port = detail::free_port();
+    target.port = free_port();
     auto started = Clock::now();
     auto host = specctl::remote::connect_ssh(target);
     REQUIRE_FALSE(host);

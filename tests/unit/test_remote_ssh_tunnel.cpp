@@ -42,7 +42,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     REQUIRE(port);
     CHECK(*port != echo.port());
     auto data = random_bytes(4 * 1024 * 1024, 11);
-    auto back = exchange(*port, data);
+    auto back = round_trip(*port, data);
     REQUIRE(back);
     CHECK(back->size() == data.size());
     CHECK((*back == data));
@@ -55,7 +55,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     for (int i = 0; i < k_connections; ++i) {
       done.push_back(std::async(std::launch::async, [&, i] {
         auto data = random_bytes(1024 * 1024 + static_cast<std::size_t>(i), static_cast<unsigned>(100 + i));
-        auto back = exchange(*port, data);
+        auto back = round_trip(*port, data);
         return back && *back == data;
       }));
     }
@@ -67,7 +67,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     CHECK(host->exec("true", k_command_timeout));
   }
   SUBCASE("a connection to a closed port on the node is closed at once") {
-    auto port = host->open_tunnel("127.0.0.1", detail::free_port());
+    auto port = host->open_tunnel("127.0.0.1", free_port());
     REQUIRE(port);
     int fd = connect_local(*port);
     REQUIRE(fd >= 0);
@@ -80,7 +80,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     // The session is fine afterwards.
     auto good = host->open_tunnel("127.0.0.1", echo.port());
     REQUIRE(good);
-    CHECK(exchange(*good, "ping") == std::optional<std::string>("ping"));
+    CHECK(round_trip(*good, "ping") == std::optional<std::string>("ping"));
   }
   SUBCASE("an invalid target is refused") {
     auto port = host->open_tunnel("127.0.0.1", 0);
@@ -139,7 +139,7 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     EchoServer echo;
     auto port = host->open_tunnel("127.0.0.1", echo.port());
     REQUIRE(port);
-    REQUIRE(exchange(*port, "before") == std::optional<std::string>("before"));
+    REQUIRE(round_trip(*port, "before") == std::optional<std::string>("before"));
     // A forwarded connection open at the drop cannot survive it: its client sees the break.
     int held = connect_local(*port);
     REQUIRE(held >= 0);
@@ -150,7 +150,7 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     CHECK(::recv(held, &byte, 1, 0) <= 0);
     ::close(held);
     CHECK(wait_until([&] { return host->reconnect_count() >= 1; }));
-    CHECK(exchange(*port, "after") == std::optional<std::string>("after"));
+    CHECK(round_trip(*port, "after") == std::optional<std::string>("after"));
     auto result = host->exec("echo again", k_command_timeout);
     REQUIRE(result);
     CHECK(result->out == "again\n");
@@ -179,7 +179,7 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     auto after = host->exec("echo back", k_command_timeout);
     REQUIRE(after);
     CHECK(after->out == "back\n");
-    CHECK(detail::read_file(runs) == "run\n");
+    CHECK(read_file(runs) == "run\n");
   }
   SUBCASE("reconnecting gives up after its attempts when sshd is gone") {
     target.reconnect_attempts = 2;
@@ -213,5 +213,5 @@ TEST_CASE("closing an ssh host is prompt and closes its tunnels") {
   CHECK(Clock::now() - started < 3s);
   CHECK(::recv(fd, &byte, 1, 0) <= 0);
   ::close(fd);
-  CHECK_FALSE(detail::port_accepts(*port));
+  CHECK_FALSE(port_accepts(*port));
 }

@@ -1,7 +1,7 @@
-#include "../../src/report/svg.hpp"
 #include "../report/sample_report.hpp"
 
 #include <specctl/report/report.hpp>
+#include <specctl/report/svg.hpp>
 
 #include <doctest/doctest.h>
 

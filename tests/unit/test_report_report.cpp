@@ -1,3 +1,5 @@
+#include "../support/files.hpp"
+#include "../support/golden.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <specctl/report/compare.hpp>
@@ -14,29 +16,14 @@
 namespace fs = std::filesystem;
 namespace report = specctl::report;
 using report::Verdict;
+using specctl::test::check_golden;
+using specctl::test::read_file;
 
 namespace {
 
 const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Compares with tests/data/report/golden/NAME; SPECCTL_UPDATE_GOLDEN=1 rewrites it instead
-// (then read the diff before committing it).
-void check_golden(const std::string& name, const std::string& actual) {
-  fs::path path = k_data / "golden" / name;
-  if (const char* update = std::getenv("SPECCTL_UPDATE_GOLDEN"); update != nullptr && std::string(update) == "1") {
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << actual;
-  }
-  INFO("golden file: ", path.string());
-  CHECK(actual == read_file(path));
-}
+// The expected outputs; SPECCTL_UPDATE_GOLDEN=1 rewrites them (then read the diff before committing it).
+const fs::path k_golden = k_data / "golden";
 
 const report::SingleStreamRow& single_row(const report::Report& r, const std::string& variant) {
   for (const auto& row : r.single_stream.at(0).rows) {
@@ -108,9 +95,9 @@ TEST_CASE("report: figures of the fixture sweep, checked against hand-computed v
 
 TEST_CASE("report: golden Markdown, CSV and JUnit of the fixture sweep") {
   auto r = report::build_report(report::read_run(k_data / "sweep"));
-  check_golden("sweep.md", report::to_markdown(r));
-  check_golden("sweep.csv", report::to_csv(r));
-  check_golden("sweep.junit.xml", report::to_junit(r));
+  check_golden(report::to_markdown(r), k_golden / "sweep.md");
+  check_golden(report::to_csv(r), k_golden / "sweep.csv");
+  check_golden(report::to_junit(r), k_golden / "sweep.junit.xml");
 }
 
 TEST_CASE("report: another baseline, and baselines that cannot be used") {
@@ -139,55 +126,6 @@ TEST_CASE("report: a folder that is not a run is named in one line") {
   CHECK_THROWS_WITH_AS(report::read_run(dir.path()), doctest::Contains("run.json: not valid JSON"), specctl::Error);
   std::ofstream(dir / "run.json") << R"({"format": "specctl-run", "variants": []})";
   CHECK_THROWS_WITH_AS(report::read_run(dir.path()), doctest::Contains("experiment.json: cannot read"), specctl::Error);
-}
-
-TEST_CASE("report: compare two runs, before and after") {
-  specctl::test::TempDir dir;
-  fs::copy(k_data / "sweep", dir / "after", fs::copy_options::recursive);
-  // After: eagle3's runs slower (147 → 120 ± 3), baseline unchanged, eagle3-steps4 failing now.
-  auto path = dir / "after" / "variants" / "eagle3" / "result.json";
-  auto doc = nlohmann::json::parse(read_file(path));
-  doc["benchmarks"]["single-stream"]["result"]["runs"] =
-      nlohmann::json::array({{{"ok", true}, {"tok_s", 117}}, {{"ok", true}, {"tok_s", 120}}, {{"ok", true}, {"tok_s", 123}}});
-  doc["benchmarks"]["parallel"]["levels"][2]["metrics"]["output_tok_s"] = 1530;
-  std::ofstream(path) << doc.dump();
-  auto steps4 = dir / "after" / "variants" / "eagle3-steps4" / "result.json";
-  doc = nlohmann::json::parse(read_file(steps4));
-  doc["status"] = "failed";
-  doc["reason"] = "load: timed out";
-  std::ofstream(steps4) << doc.dump();
-
-  auto c = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after"));
-  REQUIRE(c.variants.size() == 5);
-  CHECK(c.regressed());
-  const auto& base = c.variants[0];
-  CHECK_FALSE(base.single_stream.empty());
-  CHECK(base.single_stream[0].verdict == Verdict::inconclusive);
-  CHECK(base.single_stream[0].change->value == doctest::Approx(1.0));
-  const auto& eagle = c.variants[1];
-  // 120 ± 3 after 150 ± 3: 0.8, well outside noise.
-  CHECK(eagle.single_stream[0].change->value == doctest::Approx(0.8));
-  CHECK(eagle.single_stream[0].verdict == Verdict::slower);
-  // c64 1500 → 1530: one measurement a side gives a ratio and no verdict.
-  CHECK(eagle.levels[2].change->value == doctest::Approx(1.02));
-  CHECK(eagle.levels[2].verdict == Verdict::one_sample);
-  CHECK(c.variants[2].after_status == "failed");
-
-  auto md = report::compare_markdown(c);
-  CHECK(md.find("**REGRESSED: ") != std::string::npos);
-  CHECK(md.find("| eagle3-steps4   | ok      | failed  | was ok, now failed") != std::string::npos);
-  auto junit = report::compare_junit(c);
-  CHECK(junit.find("tests=\"5\" failures=\"2\"") != std::string::npos);
-
-  auto same = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(k_data / "sweep"));
-  CHECK_FALSE(same.regressed());
-
-  // A different experiment is refused by name.
-  auto run = nlohmann::json::parse(read_file(dir / "after" / "run.json"));
-  run["experiment"] = "other";
-  std::ofstream(dir / "after" / "run.json") << run.dump();
-  CHECK_THROWS_WITH_AS(report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after")),
-                       doctest::Contains("holds \"other\": compare runs of the same experiment"), specctl::Error);
 }
 
 namespace {
@@ -275,12 +213,13 @@ TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few f
 
 TEST_CASE("report: golden Markdown, CSV, JSON, JUnit and terminal of repeated, noisy and failing results") {
   auto r = report::build_report(report::read_run(k_data / "honest"));
-  check_golden("honest.md", report::to_markdown(r));
-  check_golden("honest.csv", report::to_csv(r));
-  check_golden("honest.json", report::to_json(r));
-  check_golden("honest.junit.xml", report::to_junit(r));
-  check_golden("honest.terminal.txt", report::to_terminal(r));
-  check_golden("sweep.terminal.txt", report::to_terminal(report::build_report(report::read_run(k_data / "sweep"))));
+  check_golden(report::to_markdown(r), k_golden / "honest.md");
+  check_golden(report::to_csv(r), k_golden / "honest.csv");
+  check_golden(report::to_json(r), k_golden / "honest.json");
+  check_golden(report::to_junit(r), k_golden / "honest.junit.xml");
+  check_golden(report::to_terminal(r), k_golden / "honest.terminal.txt");
+  check_golden(report::to_terminal(report::build_report(report::read_run(k_data / "sweep"))),
+               k_golden / "sweep.terminal.txt");
 }
 
 namespace {
@@ -361,38 +300,5 @@ TEST_CASE("report: the terminal table says what report.json says, cell by cell")
       }
     }
     CHECK(compared > 10);
-  }
-}
-
-TEST_CASE("report: compare declares a regression only outside the intervals and the A/A noise") {
-  specctl::test::TempDir dir;
-  fs::copy(k_data / "honest", dir / "after", fs::copy_options::recursive);
-  auto path = dir / "after" / "variants" / "eagle3" / "result.json";
-  auto doc = nlohmann::json::parse(read_file(path));
-  // After: eagle3 at c8 2% slower (within the 3.3% A/A noise), at c64 10% slower.
-  for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
-    double factor = level["concurrency"] == 8 ? 0.98 : level["concurrency"] == 64 ? 0.9 : 1.0;
-    level["metrics"]["output_tok_s"] = level["metrics"]["output_tok_s"].get<double>() * factor;
-  }
-  std::ofstream(path) << doc.dump();
-  auto c = report::compare_runs(report::read_run(k_data / "honest"), report::read_run(dir / "after"));
-  const report::VariantChange* eagle = nullptr;
-  for (const auto& v : c.variants) {
-    eagle = v.variant == "eagle3" ? &v : eagle;
-  }
-  REQUIRE(eagle != nullptr);
-  REQUIRE(eagle->levels.size() == 3);
-  CHECK(eagle->levels[0].verdict == Verdict::inconclusive);
-  CHECK(eagle->levels[1].change->value == doctest::Approx(0.98));
-  CHECK(*eagle->levels[1].change->high < 1.0);
-  CHECK(eagle->levels[1].verdict == Verdict::inconclusive);
-  CHECK(eagle->levels[1].why == "within the A/A noise (±3.3%)");
-  CHECK(eagle->levels[2].verdict == Verdict::slower);
-  CHECK(c.regressed());
-  // broken's single stream is refused on both sides: no verdict.
-  for (const auto& v : c.variants) {
-    if (v.variant == "broken") {
-      CHECK(v.single_stream[0].verdict == Verdict::not_measured);
-    }
   }
 }

@@ -30,18 +30,6 @@ namespace {
 
 const std::string k_bindir = std::string(SPECCTL_TEST_BINARY_DIR) + "/bin";
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // A sandbox for one test: fake GPUs, a fake nvidia-smi first on PATH, specctl's
 // state directory, and a guard that kills every process the test started.
 struct SimSandbox {
@@ -49,7 +37,7 @@ struct SimSandbox {
   std::string state_dir;
   std::string old_path;
   remote::LocalHost host;
-  int port = free_port();
+  int port = test::free_port();
 
   SimSandbox() {
     REQUIRE_MESSAGE(fs::exists(k_bindir + "/specsim"), "specsim is built with the project: " << k_bindir);
@@ -362,7 +350,7 @@ TEST_CASE("lifecycle: a live run's server is never touched: the launch fails nam
   }
   SUBCASE("another port, no GPU lists: only ports collide, their GPU processes are left alone") {
     auto mine = config;
-    mine.port = free_port();
+    mine.port = test::free_port();
     auto cleaned = server::cleanup_before_launch(sb.host, mine, {sb.state_dir}, reporter);
     REQUIRE_MESSAGE(cleaned, (cleaned ? std::string() : std::string(cleaned.error().what())));
     CHECK(cleaned->actions.empty());

@@ -60,7 +60,7 @@ struct SshSandbox {
   std::string state_dir() const { return (dir / "state").string(); }
 
   server::ServerConfig config(const std::string& knobs) {
-    return test::specsim_config(dir, gpus(), test::detail::free_port(), knobs);
+    return test::specsim_config(dir, gpus(), test::free_port(), knobs);
   }
 
   // Tags name processes machine-wide: this process's pid keeps them apart from a
@@ -187,9 +187,9 @@ TEST_CASE("lifecycle over SSH: a port taken by someone else is refused, naming t
   auto holder_config = test::specsim_config(sb.dir, sb.gpus(), config.port, "sim_load_time: 0.2s");
   auto argv = server::render_launch(holder_config, {k_lifecycle_bindir}).argv;
   int holder = test::start_stray(*sb.host, argv, sb.dir / "holder.log");
-  REQUIRE_MESSAGE(test::wait_until([&] { return test::detail::port_accepts(config.port); }, test::k_stray_timeout),
+  REQUIRE_MESSAGE(test::wait_until([&] { return test::port_accepts(config.port); }, test::k_stray_timeout),
                   "the holder never listened:\n"
-                      << test::detail::read_file(sb.dir / "holder.log"));
+                      << test::read_file(sb.dir / "holder.log"));
   util::RecordingReporter reporter;
   auto cleaned = server::cleanup_before_launch(*sb.host, config, {sb.state_dir()}, reporter);
   REQUIRE_FALSE(cleaned);
@@ -201,7 +201,7 @@ TEST_CASE("lifecycle over SSH: a port taken by someone else is refused, naming t
   CHECK(message.ends_with("), which specctl did not start"));
   // Refused, never touched.
   CHECK(remote::is_alive(*sb.host, holder).value());
-  CHECK(test::detail::port_accepts(config.port));
+  CHECK(test::port_accepts(config.port));
 }
 
 TEST_CASE("lifecycle over SSH: orphaned workers are found through nvidia-smi, killed or left alone by policy") {
@@ -286,7 +286,7 @@ TEST_CASE("lifecycle over SSH: a host key that changes across a reconnect is ref
   util::RecordingReporter reporter;
   auto server = sb.start(*sb.host, config, "ssh-hostkey");
   REQUIRE_MESSAGE(server, error_text(server));
-  auto trusted = test::detail::read_file(sb.sshd->known_hosts());
+  auto trusted = test::read_file(sb.sshd->known_hosts());
   // sshd reads its host key for each connection: the next one offers the new key.
   auto fresh = sb.sshd->dir() / "new_host_key";
   REQUIRE(test::generate_key(fresh));
@@ -308,5 +308,5 @@ TEST_CASE("lifecycle over SSH: a host key that changes across a reconnect is ref
   CHECK(message.find(fingerprint) != std::string::npos);
   CHECK(sb.host->reconnect_count() == 0);
   // Nothing was written to known_hosts; the server on the node is the guard's to stop.
-  CHECK(test::detail::read_file(sb.sshd->known_hosts()) == trusted);
+  CHECK(test::read_file(sb.sshd->known_hosts()) == trusted);
 }

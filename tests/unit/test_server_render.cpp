@@ -3,7 +3,7 @@
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/server/render.hpp>
 
-#include "shell_capture.hpp"
+#include "../support/shell_capture.hpp"
 
 #include <filesystem>
 #include <fstream>

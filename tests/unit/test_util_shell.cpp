@@ -2,7 +2,7 @@
 
 #include <specctl/util/shell.hpp>
 
-#include "shell_capture.hpp"
+#include "../support/shell_capture.hpp"
 
 using specctl::util::shell_join;
 using specctl::util::shell_quote;

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include "../support/files.hpp"
+#include "../support/temp_dir.hpp"
+
 #include <specctl/util/spawn.hpp>
 #include <specctl/util/unique_fd.hpp>
 
@@ -16,28 +19,13 @@
 #include <sstream>
 #include <string>
 
+using specctl::test::read_file;
+using specctl::test::TempDir;
 using specctl::util::ProcessGroup;
 using specctl::util::SpawnSetup;
 using specctl::util::UniqueFd;
 
 namespace {
-
-// A folder of its own, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::random_device random;
-    path = std::filesystem::temp_directory_path() /
-           ("specctl-spawn-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
-    std::filesystem::create_directories(path);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 // /bin/sh exits at once, so a blocking wait is bounded.
 int wait_exit_code(pid_t pid) {
@@ -47,18 +35,11 @@ int wait_exit_code(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string read_all(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 } // namespace
 
 TEST_CASE("util::SpawnSetup") {
   TempDir dir;
-  const auto output = dir.path / "out.txt";
+  const auto output = dir.path() / "out.txt";
 
   SUBCASE("file actions run in order; the environment is the one given") {
     SpawnSetup setup;
@@ -69,7 +50,7 @@ TEST_CASE("util::SpawnSetup") {
         setup.spawn("/bin/sh", {"sh", "-c", "printf '%s,' \"$GREETING\"; printf err >&2; exit 3"}, {"GREETING=hello"});
     REQUIRE(pid);
     CHECK(wait_exit_code(*pid) == 3);
-    CHECK(read_all(output) == "hello,err");
+    CHECK(read_file(output) == "hello,err");
   }
 
   SUBCASE("without an environment the child gets this process's") {
@@ -80,7 +61,7 @@ TEST_CASE("util::SpawnSetup") {
     ::unsetenv("SPECCTL_SPAWN_TEST");
     REQUIRE(pid);
     CHECK(wait_exit_code(*pid) == 0);
-    CHECK(read_all(output) == "inherited");
+    CHECK(read_file(output) == "inherited");
   }
 
   SUBCASE("descriptors closed in the child stay open here") {
@@ -152,7 +133,7 @@ TEST_CASE("util::SpawnSetup") {
 
   SUBCASE("a program that cannot start is its errno") {
     SpawnSetup setup;
-    auto pid = setup.spawn(dir.path / "missing", {"missing"});
+    auto pid = setup.spawn(dir.path() / "missing", {"missing"});
     REQUIRE_FALSE(pid);
     CHECK(pid.error() == ENOENT);
   }

@@ -1,27 +1,23 @@
-#include "support.hpp"
+#include "specsim.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <specctl/util/spawn.hpp>
+
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 
 extern char** environ;
 
-namespace specsim_test {
+namespace specctl::test {
 namespace {
 
 // How often a waiting test checks whether a child has exited.
@@ -35,31 +31,6 @@ struct CurlGlobal {
   ~CurlGlobal() { curl_global_cleanup(); }
 };
 const CurlGlobal k_curl_global;
-
-// A socket fd that closes itself.
-class Socket {
-public:
-  explicit Socket(int fd) : m_fd(fd) {}
-  ~Socket() {
-    if (m_fd >= 0) {
-      ::close(m_fd);
-    }
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int get() const { return m_fd; }
-
-private:
-  int m_fd;
-};
-
-sockaddr_in loopback(int port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return address;
-}
 
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
   std::vector<std::string> env;
@@ -76,57 +47,22 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
   return env;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) {
-    out.push_back(s.data());
-  }
-  out.push_back(nullptr);
-  return out;
-}
-
-// posix_spawn's handles, released by scope.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions{};
-  posix_spawnattr_t attr{};
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
 pid_t spawn(const std::vector<std::string>& argv, const std::filesystem::path& output,
-            const std::map<std::string, std::string>& env, const std::string& argv0, bool new_group) {
-  SpawnSetup setup;
-  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&setup.actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&setup.actions, 1, 2);
-  short flags = 0;
-  if (new_group) {
-    posix_spawnattr_setpgroup(&setup.attr, 0);
-    flags |= POSIX_SPAWN_SETPGROUP;
-  }
-  posix_spawnattr_setflags(&setup.attr, flags);
+            const std::map<std::string, std::string>& env, const std::string& argv0) {
+  util::SpawnSetup setup;
+  setup.add_open(0, "/dev/null", O_RDONLY);
+  setup.add_open(1, output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  setup.add_dup2(1, 2);
+  setup.set_group(util::ProcessGroup::own_group);
   auto args = argv;
   if (!argv0.empty()) {
     args.front() = argv0;
   }
-  auto env_strings = environment_with(env);
-  auto arg_pointers = pointers(args);
-  auto env_pointers = pointers(env_strings);
-  pid_t pid = -1;
-  const int error =
-      ::posix_spawn(&pid, argv.front().c_str(), &setup.actions, &setup.attr, arg_pointers.data(), env_pointers.data());
-  if (error != 0) {
-    throw std::runtime_error("cannot start " + argv.front() + ": " + std::strerror(error));
+  auto pid = setup.spawn(argv.front(), args, environment_with(env));
+  if (!pid) {
+    throw std::runtime_error("cannot start " + argv.front() + ": " + std::strerror(pid.error()));
   }
-  return pid;
+  return *pid;
 }
 
 size_t append_to_string(char* data, size_t size, size_t count, void* user) {
@@ -196,52 +132,9 @@ bool is_worker_cmdline(pid_t pid) {
 
 } // namespace
 
-std::string specsim_binary() {
-  return SPECSIM_BINARY;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-int free_port() {
-  Socket socket(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address = loopback(0);
-  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    throw std::runtime_error("bind to port 0 failed");
-  }
-  socklen_t length = sizeof address;
-  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
-  return ntohs(address.sin_port);
-}
-
-bool connection_refused(int port) {
-  Socket socket(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address = loopback(port);
-  const int result = ::connect(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
-  return result != 0 && errno == ECONNREFUSED;
-}
-
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/specsim-test-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("mkdtemp failed");
-  }
-  m_path = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(m_path, ignored);
-}
-
 Process::Process(const std::vector<std::string>& argv, const std::filesystem::path& output,
                  const std::map<std::string, std::string>& env, const std::string& argv0)
-    : m_pid(spawn(argv, output, env, argv0, true)) {}
+    : m_pid(spawn(argv, output, env, argv0)) {}
 
 Process::~Process() {
   kill_group();
@@ -290,7 +183,7 @@ void Process::kill_group() {
 
 CommandResult run_command(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                           const std::string& argv0) {
-  TempDir dir;
+  TempDir dir("specsim-test");
   const auto output = dir.path() / "out";
   Process process(argv, output, env, argv0);
   CommandResult result;
@@ -509,4 +402,4 @@ std::string completion_body(int max_tokens, Stream stream, Usage usage, const st
          (usage == Usage::yes ? ",\"stream_options\":{\"include_usage\":true}" : "") + "}";
 }
 
-} // namespace specsim_test
+} // namespace specctl::test

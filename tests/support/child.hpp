@@ -1,8 +1,15 @@
 #pragma once
 
-// Child processes for the benchmark suite: specsim servers and the specctl
-// binary. Every child runs in its own process group and is killed with it by
-// a destructor, even when a test fails; every wait has a deadline.
+// Test support: child processes for the benchmark suite, specsim servers and
+// the specctl binary, with stdout and stderr apart. Every child runs in its own
+// process group and is killed with it by a destructor, even when a test fails;
+// every wait has a deadline.
+
+#include "binaries.hpp"
+#include "files.hpp"
+#include "net.hpp"
+#include "temp_dir.hpp"
+#include "wait.hpp"
 
 #include <sys/types.h>
 
@@ -12,26 +19,10 @@
 #include <string>
 #include <vector>
 
-namespace specctl::testing {
+namespace specctl::test {
 
-// Bounds for a loaded two-core machine.
-inline constexpr std::chrono::seconds k_ready_timeout{30};
+// A command of the benchmark suite (specctl bench) finishes within this on a loaded two-core machine.
 inline constexpr std::chrono::seconds k_command_timeout{90};
-
-// A port nobody listens on right now.
-int free_port();
-
-class TempDir {
-public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return m_path; }
-
-private:
-  std::filesystem::path m_path;
-};
 
 class Child {
 public:
@@ -51,16 +42,14 @@ private:
   std::optional<int> m_code;
 };
 
-struct CommandResult {
+struct ChildResult {
   int code = -1;
   std::string out;
   std::string err;
 };
 
-// Runs argv to completion (killed at the timeout, code -1) and captures its output.
-CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = k_command_timeout);
-
-std::string read_file(const std::filesystem::path& path);
+// Runs argv to completion (killed at the timeout, code -1) and captures stdout and stderr apart.
+ChildResult run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = k_command_timeout);
 
 // One specsim on a free port with a short load time, ready when constructed.
 class Specsim {
@@ -74,13 +63,9 @@ public:
   std::string log() const;
 
 private:
-  TempDir m_dir;
+  TempDir m_dir{"specctl-bench"};
   int m_port = 0;
   std::optional<Child> m_child;
 };
 
-// Where the specsim binary is, or empty when this build has none.
-std::string specsim_binary();
-std::string specctl_binary();
-
-} // namespace specctl::testing
+} // namespace specctl::test

@@ -1,17 +1,27 @@
-#pragma once
-
-// Test helper: runs a command line through /bin/sh and splits its output at NUL bytes.
+#include "shell_capture.hpp"
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
 #include <unistd.h>
-#include <vector>
 
 namespace specctl::test {
 
-inline std::vector<std::string> run_shell(const std::string& line) {
+std::vector<std::string> split_nul(const std::string& text) {
+  std::vector<std::string> words;
+  std::string current;
+  for (char c : text) {
+    if (c == '\0') {
+      words.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  return words;
+}
+
+std::vector<std::string> run_shell(const std::string& line) {
   auto script = std::filesystem::temp_directory_path() / ("specctl-test-" + std::to_string(getpid()) + ".sh");
   {
     std::ofstream out(script);
@@ -29,17 +39,7 @@ inline std::vector<std::string> run_shell(const std::string& line) {
     pclose(pipe);
   }
   std::filesystem::remove(script);
-  std::vector<std::string> words;
-  std::string current;
-  for (char c : output) {
-    if (c == '\0') {
-      words.push_back(current);
-      current.clear();
-    } else {
-      current += c;
-    }
-  }
-  return words;
+  return split_nul(output);
 }
 
 } // namespace specctl::test

@@ -1,10 +1,12 @@
 #pragma once
 
-// A tiny OpenAI-style streaming server whose every byte and every timing is
-// scripted: the "known token schedule" the benchmark engine is checked
-// against, and the deliberately broken server (500s, garbled events, cut
-// streams, slow accepts, garbage, hangs). Listens on 127.0.0.1 only; runs on
-// its own thread; stopped and joined by its destructor.
+// Test support: a tiny OpenAI-style streaming server whose every byte and every
+// timing is scripted: the "known token schedule" the benchmark engine is
+// checked against, and the deliberately broken server (500s, garbled events,
+// cut streams, slow accepts, garbage, hangs). Listens on 127.0.0.1 only; runs
+// on its own thread; stopped and joined by its destructor.
+
+#include "wait.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -15,9 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace specctl::testing {
-
-using Clock = std::chrono::steady_clock;
+namespace specctl::test {
 
 enum class UsageStyle {
   final_chunk,     // a chunk with "choices": [] and usage before [DONE] (include_usage)
@@ -113,4 +113,4 @@ private:
   std::thread m_thread;
 };
 
-} // namespace specctl::testing
+} // namespace specctl::test

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <optional>
 
-namespace specctl::testing {
+namespace specctl::test {
 
 namespace asio = boost::asio;
 using asio::awaitable;
@@ -357,4 +357,4 @@ std::vector<Served> ScriptServer::served() const {
   return m_state->served;
 }
 
-} // namespace specctl::testing
+} // namespace specctl::test

@@ -1,8 +1,17 @@
 #pragma once
 
-// Helpers for the specsim integration suite: real processes, real sockets on
-// 127.0.0.1, libcurl as the client. Every wait has a deadline and every
-// process started here is killed by a destructor, even when a test fails.
+// Test support: specsim under test. Real processes, real sockets on 127.0.0.1,
+// libcurl as the client: a child process killed with its group, a fake GPU
+// folder that kills its orphaned workers, one specsim server on a free port,
+// and HTTP requests (plain, streamed, many streams at once). Every wait has a
+// deadline and every process started here is killed by a destructor, even when
+// a test fails.
+
+#include "binaries.hpp"
+#include "files.hpp"
+#include "net.hpp"
+#include "temp_dir.hpp"
+#include "wait.hpp"
 
 #include <curl/curl.h>
 #include <sys/types.h>
@@ -12,12 +21,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-namespace specsim_test {
-
-using Clock = std::chrono::steady_clock;
+namespace specctl::test {
 
 // Whether a request streams, and whether a stream ends with a usage chunk.
 enum class Stream { no, yes };
@@ -26,43 +32,9 @@ enum class Usage { no, yes };
 enum class Defaults { no, yes };
 
 // Generous bounds for a loaded two-core machine.
-inline constexpr std::chrono::seconds k_ready_timeout{30};
 inline constexpr std::chrono::seconds k_short_request_timeout{2};
 inline constexpr std::chrono::seconds k_request_timeout{60};
 inline constexpr std::chrono::seconds k_exit_timeout{15};
-inline constexpr std::chrono::milliseconds k_poll_interval{20};
-
-std::string specsim_binary();
-
-// A port nobody listens on right now (bind to port 0, read it back, close).
-int free_port();
-
-// True when a TCP connect to 127.0.0.1:port is refused.
-bool connection_refused(int port);
-
-// Polls `done` until it holds or `timeout` passes; returns whether it held.
-template <typename Predicate> bool wait_until(Predicate done, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(k_poll_interval);
-  }
-  return true;
-}
-
-class TempDir {
-public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return m_path; }
-
-private:
-  std::filesystem::path m_path;
-};
 
 // A child process in its own process group, output to a file; killed with
 // its whole group when destroyed.
@@ -110,7 +82,7 @@ public:
   CommandResult nvidia_smi(const std::vector<std::string>& args) const;
 
 private:
-  TempDir m_dir;
+  TempDir m_dir{"specsim-test"};
 };
 
 // One specsim server under test, on a free port with its own GPU directory.
@@ -138,7 +110,7 @@ public:
 
 private:
   GpuDir m_gpus;
-  TempDir m_logs;
+  TempDir m_logs{"specsim-test"};
   int m_port = 0;
   std::optional<Process> m_process;
 };
@@ -195,8 +167,6 @@ std::vector<StreamResult> stream_post_many(const std::string& url, const std::ve
 std::string completion_body(int max_tokens, Stream stream, Usage usage = Usage::yes,
                             const std::string& prompt = "Explain the theory of general relativity in detail.");
 
-std::string read_file(const std::filesystem::path& path);
-
 // Lets this process hold the descriptors of a thousand connections.
 void raise_descriptor_limit();
 
@@ -207,4 +177,4 @@ int count_tokens(const std::string& text);
 // The "Threads:" line of /proc/PID/status.
 int thread_count(pid_t pid);
 
-} // namespace specsim_test
+} // namespace specctl::test

@@ -1,0 +1,177 @@
+#include "net.hpp"
+
+#include <specctl/util/unique_fd.hpp>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace specctl::test {
+
+namespace {
+
+// An IPv4 socket address; 0.0.0.0 when `ip` is not a dotted quad.
+sockaddr_in ipv4_address(const std::string& ip, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
+  return address;
+}
+
+} // namespace
+
+int free_port(const std::string& ip) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address = ipv4_address(ip, 0);
+  socklen_t length = sizeof address;
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw std::runtime_error("cannot bind a free port on " + ip + ": " + std::strerror(errno));
+  }
+  return ntohs(address.sin_port);
+}
+
+std::vector<int> distinct_free_ports(std::size_t count) {
+  std::set<int> ports;
+  while (ports.size() < count) {
+    ports.insert(free_port());
+  }
+  return {ports.begin(), ports.end()};
+}
+
+bool port_accepts(int port, const std::string& ip) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address = ipv4_address(ip, port);
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+}
+
+bool connection_refused(int port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address = ipv4_address("127.0.0.1", port);
+  const int result = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+  return result != 0 && errno == ECONNREFUSED;
+}
+
+std::string random_bytes(std::size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& b : bytes) {
+    b = static_cast<char>(generator() & 0xff);
+  }
+  return bytes;
+}
+
+void set_socket_timeouts(int fd) {
+  timeval tv{};
+  tv.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(k_socket_timeout).count();
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int connect_local(int port) {
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  set_socket_timeouts(fd.get());
+  sockaddr_in address = ipv4_address("127.0.0.1", port);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    return -1;
+  }
+  return fd.release();
+}
+
+std::optional<std::string> round_trip(int port, const std::string& data) {
+  util::UniqueFd fd(connect_local(port));
+  if (!fd) {
+    return std::nullopt;
+  }
+  std::thread writer([&] {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+      ssize_t n = ::send(fd.get(), data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        break;
+      }
+      sent += static_cast<std::size_t>(n);
+    }
+    ::shutdown(fd.get(), SHUT_WR);
+  });
+  std::string received;
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
+    if (n <= 0) {
+      break;
+    }
+    received.append(buffer.data(), static_cast<std::size_t>(n));
+  }
+  writer.join();
+  return received;
+}
+
+EchoServer::EchoServer() {
+  m_fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address = ipv4_address("127.0.0.1", 0);
+  socklen_t length = sizeof address;
+  ::bind(m_fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(m_fd.get(), 64);
+  ::getsockname(m_fd.get(), reinterpret_cast<sockaddr*>(&address), &length);
+  m_port = ntohs(address.sin_port);
+  m_acceptor = std::thread([this] { accept_loop(); });
+}
+
+EchoServer::~EchoServer() {
+  m_stop = true;
+  m_acceptor.join();
+  std::lock_guard lock(m_mutex);
+  for (auto& worker : m_workers) {
+    worker.join();
+  }
+}
+
+void EchoServer::accept_loop() {
+  while (!m_stop) {
+    pollfd p{m_fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, k_accept_poll_ms) <= 0) {
+      continue;
+    }
+    int client = ::accept4(m_fd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) {
+      continue;
+    }
+    ++m_connections;
+    set_socket_timeouts(client);
+    std::lock_guard lock(m_mutex);
+    m_workers.emplace_back([client] { echo(client); });
+  }
+}
+
+void EchoServer::echo(int client) {
+  util::UniqueFd fd(client);
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
+    if (n <= 0) {
+      break;
+    }
+    ssize_t sent = 0;
+    while (sent < n) {
+      ssize_t m = ::send(fd.get(), buffer.data() + sent, static_cast<std::size_t>(n - sent), MSG_NOSIGNAL);
+      if (m <= 0) {
+        return;
+      }
+      sent += m;
+    }
+  }
+  ::shutdown(fd.get(), SHUT_WR);
+}
+
+} // namespace specctl::test
