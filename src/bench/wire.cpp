@@ -106,22 +106,30 @@ const json& array_at(const json& object, std::string_view key) {
   return value;
 }
 
+// A Summary's figures by their names on the wire, beside its "count".
+constexpr std::array<std::pair<const char*, double Summary::*>, 7> k_summary_figures{{{"mean", &Summary::mean},
+                                                                                      {"p50", &Summary::p50},
+                                                                                      {"p90", &Summary::p90},
+                                                                                      {"p99", &Summary::p99},
+                                                                                      {"stdev", &Summary::stdev},
+                                                                                      {"min", &Summary::min},
+                                                                                      {"max", &Summary::max}}};
+
 json summary_wire(const Summary& s) {
-  return {{"count", s.count},   {"mean", real(s.mean)},   {"p50", real(s.p50)}, {"p90", real(s.p90)},
-          {"p99", real(s.p99)}, {"stdev", real(s.stdev)}, {"min", real(s.min)}, {"max", real(s.max)}};
+  json out = {{"count", s.count}};
+  for (const auto& [name, figure] : k_summary_figures) {
+    out[name] = real(s.*figure);
+  }
+  return out;
 }
 
 Summary summary_from(const json& object, std::string_view key) {
   const json& s = at(object, key);
   Summary out;
   out.count = int_at<std::size_t>(s, "count");
-  out.mean = real_at(s, "mean");
-  out.p50 = real_at(s, "p50");
-  out.p90 = real_at(s, "p90");
-  out.p99 = real_at(s, "p99");
-  out.stdev = real_at(s, "stdev");
-  out.min = real_at(s, "min");
-  out.max = real_at(s, "max");
+  for (const auto& [name, figure] : k_summary_figures) {
+    out.*figure = real_at(s, name);
+  }
   return out;
 }
 

@@ -3,6 +3,8 @@
 #include <specctl/util/shell.hpp>
 
 #include <filesystem>
+#include <specctl/util/text.hpp>
+
 #include <fmt/format.h>
 
 namespace specctl::remote {
@@ -38,10 +40,6 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
 } // namespace
 
 std::expected<void, Error> Host::write_file(const std::string& path, std::string_view bytes, util::Duration timeout) {
@@ -57,7 +55,7 @@ std::expected<void, Error> Host::write_file(const std::string& path, std::string
     return std::unexpected(started.error());
   }
   if (started->exit_code != 0) {
-    return fail(first_line(started->err));
+    return fail(util::first_line(started->err));
   }
   for (std::size_t at = 0; at < bytes.size(); at += k_piece_bytes) {
     auto piece =
@@ -67,7 +65,7 @@ std::expected<void, Error> Host::write_file(const std::string& path, std::string
       return std::unexpected(piece.error());
     }
     if (piece->exit_code != 0 || piece->timed_out) {
-      return fail(piece->timed_out ? "timed out" : first_line(piece->err));
+      return fail(piece->timed_out ? "timed out" : util::first_line(piece->err));
     }
   }
   auto done = exec(fmt::format("base64 -d {0} > {1} && rm -f {0} && mv -f {1} {2}", util::shell_quote(encoded),
@@ -77,7 +75,7 @@ std::expected<void, Error> Host::write_file(const std::string& path, std::string
     return std::unexpected(done.error());
   }
   if (done->exit_code != 0 || done->timed_out) {
-    return fail(done->timed_out ? "timed out" : first_line(done->err));
+    return fail(done->timed_out ? "timed out" : util::first_line(done->err));
   }
   return {};
 }

@@ -55,11 +55,6 @@ std::string pid_list(const std::vector<int>& pids) {
   return util::join(words, " ");
 }
 
-std::string first_line(const std::string& text) {
-  auto end = text.find('\n');
-  return text.substr(0, end);
-}
-
 } // namespace
 
 std::expected<int, Error> start_detached(Host& host, const DetachSpec& spec) {
@@ -88,7 +83,7 @@ std::expected<int, Error> start_detached(Host& host, const DetachSpec& spec) {
   auto pids = parse_pids(result->out);
   if (result->exit_code != 0 || pids.size() != 1) {
     return std::unexpected(Error(fmt::format("{}: could not start the server in {}: {}", host.describe(), files.dir,
-                                             first_line(result->err.empty() ? result->out : result->err))));
+                                             util::first_line(result->err.empty() ? result->out : result->err))));
   }
   return pids.front();
 }
@@ -199,7 +194,7 @@ std::expected<std::string, Error> tag_of(Host& host, int pid) {
   if (!result) {
     return std::unexpected(result.error());
   }
-  return first_line(result->out);
+  return util::first_line(result->out);
 }
 
 std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string& tag) {
@@ -276,7 +271,7 @@ std::expected<void, Error> put_file(Host& host, const std::string& remote_path, 
   }
   if (result->exit_code != 0) {
     return std::unexpected(
-        Error(fmt::format("{}: cannot write {}: {}", host.describe(), remote_path, first_line(result->err))));
+        Error(fmt::format("{}: cannot write {}: {}", host.describe(), remote_path, util::first_line(result->err))));
   }
   return {};
 }
@@ -289,7 +284,7 @@ std::expected<std::string, Error> fetch_file(Host& host, const std::string& remo
   }
   if (result->timed_out || result->exit_code != 0) {
     return std::unexpected(Error(fmt::format("{}: cannot copy {}: {}", host.describe(), remote_path,
-                                             result->timed_out ? "timed out" : first_line(result->err))));
+                                             result->timed_out ? "timed out" : util::first_line(result->err))));
   }
   return std::move(result->out);
 }

@@ -113,27 +113,17 @@ std::optional<Clock::time_point> ExecOp::deadline() const {
 
 bool ExecOp::step(OpContext& ctx) {
   bool progress = false;
-  if (m_stage == Stage::queued) {
-    if (ctx.opener != nullptr || ctx.exec_channels >= k_max_exec_channels) {
-      return false;
-    }
-    ctx.opener = this;
+  // A step that cannot go on leaves its stage as it is, and the later stages wait.
+  if (m_stage == Stage::queued && ctx.exec_channels < k_max_exec_channels && ctx.claim_open(this, m_open_deadline)) {
     ++ctx.exec_channels;
     m_stage = Stage::opening;
-    m_open_deadline = ctx.now + ctx.target->connect_timeout;
     progress = true;
   }
   if (m_stage == Stage::opening) {
-    if (!step_open(ctx)) {
-      return progress;
-    }
-    progress = true;
+    progress = step_open(ctx) || progress;
   }
   if (m_stage == Stage::starting) {
-    if (!step_start(ctx)) {
-      return progress;
-    }
-    progress = true;
+    progress = step_start(ctx) || progress;
   }
   if (m_stage == Stage::running) {
     progress = step_read(ctx) || progress;
@@ -290,12 +280,7 @@ bool ExecOp::time_out_if_due(OpContext& ctx) {
 }
 
 void ExecOp::finish(OpContext& ctx, ExecOutcome outcome) {
-  if (ctx.opener == this) {
-    ctx.opener = nullptr;
-  }
-  if (m_channel) {
-    ctx.closing.push_back(std::move(m_channel));
-  }
+  ctx.release(this, m_channel);
   m_stage = Stage::done;
   settle(std::move(outcome));
 }

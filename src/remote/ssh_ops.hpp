@@ -45,6 +45,26 @@ struct OpContext {
   std::optional<std::string> lost;
 
   LIBSSH2_SESSION* session() const { return connection->session(); }
+  // Takes the session's channel open for `op` when no other op holds it; the
+  // open may then take until `deadline`, connect_timeout from now.
+  bool claim_open(Op* op, Clock::time_point& deadline) {
+    if (opener != nullptr) {
+      return false;
+    }
+    opener = op;
+    deadline = now + target->connect_timeout;
+    return true;
+  }
+  // Gives back what an op that ends holds: the channel open, and its channel
+  // (closed politely).
+  void release(const Op* op, Channel& channel) {
+    if (opener == op) {
+      opener = nullptr;
+    }
+    if (channel) {
+      closing.push_back(std::move(channel));
+    }
+  }
   // Decides whether a failed libssh2 call means the connection is gone (and
   // records it in `lost`) or only this channel failed.
   bool connection_gone(int rc);

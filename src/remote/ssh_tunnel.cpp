@@ -59,20 +59,12 @@ std::optional<Clock::time_point> TunnelConnectionOp::deadline() const {
 
 bool TunnelConnectionOp::step(OpContext& ctx) {
   bool progress = false;
-  if (m_stage == Stage::waiting) {
-    if (ctx.opener != nullptr) {
-      return false;
-    }
-    ctx.opener = this;
+  if (m_stage == Stage::waiting && ctx.claim_open(this, m_open_deadline)) {
     m_stage = Stage::opening;
-    m_open_deadline = ctx.now + ctx.target->connect_timeout;
     progress = true;
   }
   if (m_stage == Stage::opening) {
-    if (!step_open(ctx)) {
-      return progress;
-    }
-    progress = true;
+    progress = step_open(ctx) || progress;
   }
   if (m_stage == Stage::pumping) {
     progress = pump_up(ctx) || progress;
@@ -218,12 +210,7 @@ bool TunnelConnectionOp::pump_down(OpContext& ctx) {
 }
 
 void TunnelConnectionOp::close(OpContext& ctx) {
-  if (ctx.opener == this) {
-    ctx.opener = nullptr;
-  }
-  if (m_channel) {
-    ctx.closing.push_back(std::move(m_channel));
-  }
+  ctx.release(this, m_channel);
   m_client.reset();
   m_stage = Stage::done;
 }

@@ -6,22 +6,13 @@
 #include <specctl/remote/ssh_host.hpp>
 #include <specctl/run/bench_job.hpp>
 #include <specctl/util/duration.hpp>
-#include <specctl/util/hash.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
 #include <charconv>
 #include <csignal>
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
-#include <map>
-#include <mutex>
-#include <sstream>
 #include <thread>
-
-#include <gnu/libc-version.h>
-#include <sys/utsname.h>
 
 namespace specctl::run::detail {
 
@@ -41,112 +32,11 @@ constexpr std::size_t k_progress_bytes = 256 * 1024;
 // The tunnel's round trip: the median of this many small GETs.
 constexpr int k_rtt_samples = 3;
 constexpr std::chrono::seconds k_rtt_timeout{5};
-// Probing and checking a copy of specctl on a host.
-constexpr util::Duration k_probe_timeout = std::chrono::seconds{30};
-// How much of a file's name the content fingerprint takes.
-constexpr std::size_t k_hash_chars = 12;
 // A benchmark without a deadline of its own gives up on its job after this long.
 constexpr std::chrono::hours k_no_deadline{24};
 // Reading the job's result back: each try's limit, and the pause between tries.
 constexpr std::chrono::minutes k_result_read_timeout{5};
 constexpr std::chrono::seconds k_result_read_pause{1};
-
-std::string version_line() {
-  return std::string("specctl ") + SPECCTL_VERSION;
-}
-
-std::string first_line(const std::string& text) {
-  return util::trim(text.substr(0, text.find('\n')));
-}
-
-// "glibc 2.36" or "2.36" as (2, 36); nullopt for anything else.
-std::optional<std::pair<int, int>> glibc_of(std::string_view text) {
-  auto words = std::string(util::trim(std::string(text)));
-  auto space = words.rfind(' ');
-  std::string_view version =
-      space == std::string::npos ? std::string_view(words) : std::string_view(words).substr(space + 1);
-  auto dot = version.find('.');
-  if (dot == std::string_view::npos) {
-    return std::nullopt;
-  }
-  int major = 0;
-  int minor = 0;
-  auto [end1, ec1] = std::from_chars(version.data(), version.data() + dot, major);
-  auto [end2, ec2] = std::from_chars(version.data() + dot + 1, version.data() + version.size(), minor);
-  if (ec1 != std::errc() || ec2 != std::errc() || end1 != version.data() + dot) {
-    return std::nullopt;
-  }
-  return std::pair{major, minor};
-}
-
-// One copy of specctl per host per run: what was found or uploaded there.
-struct Provisioned {
-  bool ok = false;
-  std::string binary;
-  std::string why;
-};
-
-std::mutex g_provision_mutex;
-std::map<std::string, Provisioned> g_provisioned;
-
-std::expected<std::string, Error> read_own_binary() {
-  std::ifstream in("/proc/self/exe", std::ios::binary);
-  if (!in) {
-    return std::unexpected(Error("cannot read this specctl's own binary (/proc/self/exe)"));
-  }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// Finds or puts a specctl that runs on the host; never throws.
-Provisioned provision(remote::Host& host, const std::string& state_dir) {
-  auto probe = host.exec("v=$(specctl --version 2>/dev/null | head -n 1); printf '%s\\n' \"$v\"; uname -m; "
-                         "getconf GNU_LIBC_VERSION 2>/dev/null; true",
-                         k_probe_timeout);
-  if (!probe || probe->exit_code != 0) {
-    return {false, "",
-            fmt::format("could not ask {} what it runs: {}", host.describe(),
-                        probe ? first_line(probe->err) : probe.error().what())};
-  }
-  std::istringstream lines(probe->out);
-  std::string on_path;
-  std::string machine;
-  std::string glibc;
-  std::getline(lines, on_path);
-  std::getline(lines, machine);
-  std::getline(lines, glibc);
-  if (util::trim(on_path) == version_line()) {
-    return {true, "specctl", fmt::format("{} on the host's PATH", version_line())};
-  }
-  if (auto why = host_incompatibility(build_machine(), util::trim(machine), build_glibc(), util::trim(glibc))) {
-    return {false, "", *why};
-  }
-  auto bytes = read_own_binary();
-  if (!bytes) {
-    return {false, "", bytes.error().what()};
-  }
-  const std::string name =
-      fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*bytes).substr(0, k_hash_chars));
-  const std::string path = state_dir + "/bin/" + name;
-  auto there = host.exec(fmt::format("wc -c < {} 2>/dev/null || true", util::shell_quote(path)), k_probe_timeout);
-  bool present = there && there->exit_code == 0 && util::trim(there->out) == std::to_string(bytes->size());
-  std::string how = "found from an earlier run";
-  if (!present) {
-    if (auto written = host.write_file(path, *bytes); !written) {
-      return {false, "", fmt::format("cannot upload specctl: {}", written.error().what())};
-    }
-    how = "uploaded";
-  }
-  auto check = host.exec(fmt::format("chmod 755 {0} && {0} --version", util::shell_quote(path)), k_probe_timeout);
-  if (!check || check->exit_code != 0 || first_line(check->out) != version_line()) {
-    std::string said = !check ? check.error().what() : first_line(check->err.empty() ? check->out : check->err);
-    return {false, "",
-            fmt::format("the copy of specctl at {} does not run on {}: {}", path, host.describe(),
-                        said.empty() ? "no output" : said)};
-  }
-  return {true, path, fmt::format("a copy of this specctl ({}, {})", name, how)};
-}
 
 // A job's status from one round trip: whether its result is written (its last
 // act: a shell TERMed with it writes no exit code), its exit code once it
@@ -212,40 +102,14 @@ template <typename Result> std::vector<bench::LevelResult*> levels_of(Result& re
   return out;
 }
 
+constexpr ModeCalls<bench::SingleStreamResult, bench::SingleStreamOptions> k_single_stream{
+    BenchJob::Mode::single_stream, bench::run_single_stream, bench::single_stream_from_wire, "single_stream"};
+constexpr ModeCalls<bench::ConcurrencyResult, bench::ConcurrencyOptions> k_concurrency{
+    BenchJob::Mode::concurrency, bench::run_concurrency, bench::concurrency_from_wire, "concurrency"};
+constexpr ModeCalls<bench::RateResult, bench::RateOptions> k_rate{BenchJob::Mode::rate, bench::run_rate,
+                                                                  bench::rate_from_wire, "rate"};
+
 } // namespace
-
-std::optional<std::string> host_incompatibility(std::string_view local_machine, std::string_view host_machine,
-                                                std::string_view build_glibc, std::string_view host_glibc) {
-  if (host_machine.empty()) {
-    return "the host did not say its machine (uname -m)";
-  }
-  if (host_machine != local_machine) {
-    return fmt::format("the host is {} and this specctl is built for {}", host_machine, local_machine);
-  }
-  auto have = glibc_of(host_glibc);
-  auto need = glibc_of(build_glibc);
-  if (!have) {
-    return fmt::format("the host has no GNU libc this specctl can use (getconf GNU_LIBC_VERSION said \"{}\")",
-                       host_glibc);
-  }
-  if (need && *have < *need) {
-    return fmt::format("the host has glibc {}.{} and this specctl needs {}.{} or later", have->first, have->second,
-                       need->first, need->second);
-  }
-  return std::nullopt;
-}
-
-std::string build_machine() {
-  utsname names{};
-  if (::uname(&names) != 0) {
-    return "unknown";
-  }
-  return names.machine;
-}
-
-std::string build_glibc() {
-  return fmt::format("{}.{}", __GLIBC__, __GLIBC_MINOR__);
-}
 
 BenchClient::BenchClient(Setup setup) : m_s(std::move(setup)) {}
 
@@ -272,19 +136,7 @@ BenchClient::Where BenchClient::where_for(const experiment::BenchmarkSpec& spec)
   if (wanted == experiment::ClientWhere::local) {
     return {false, "", spec.client ? "client: local" : "bench: {client: local}"};
   }
-  const std::string key = m_s.node + "\n" + m_s.state_dir;
-  Provisioned found;
-  bool fresh = false;
-  {
-    // Held while provisioning: the slots of one host share its copy.
-    std::lock_guard lock(g_provision_mutex);
-    auto it = g_provisioned.find(key);
-    if (it == g_provisioned.end()) {
-      it = g_provisioned.emplace(key, provision(*m_s.host, m_s.state_dir)).first;
-      fresh = true;
-    }
-    found = it->second;
-  }
+  const HostBinary found = host_binary(*m_s.host, m_s.node, m_s.state_dir);
   if (!found.ok) {
     std::string why = fmt::format("the benchmark cannot run on {}: {}", m_s.host->describe(), found.why);
     if (!m_local_fallback) {
@@ -293,7 +145,7 @@ BenchClient::Where BenchClient::where_for(const experiment::BenchmarkSpec& spec)
     }
     return *m_local_fallback;
   }
-  if (fresh) {
+  if (found.fresh) {
     m_s.journal("bench_client_ready", {{"host", m_s.node}, {"binary", found.binary}, {"why", found.why}});
   }
   return {true, found.binary, found.why};
@@ -391,76 +243,56 @@ Result BenchClient::measure_locally(const experiment::BenchmarkSpec& spec, const
   }
 }
 
-bench::SingleStreamResult BenchClient::single_stream(const experiment::BenchmarkSpec& spec,
-                                                     const bench::SingleStreamOptions& options, ServerWatch& watch,
-                                                     const WindowFn& window) {
+template <typename Result, typename Options>
+Result BenchClient::run_mode(const experiment::BenchmarkSpec& spec, const Options& options, const std::string& label,
+                             BenchJob job, ServerWatch& watch, const WindowFn& window,
+                             const ModeCalls<Result, Options>& mode) {
   auto where = where_for(spec);
   if (!where.on_host) {
-    return measure_locally<bench::SingleStreamResult>(spec, "single-stream", watch, [&](int attempt) {
+    return measure_locally<Result>(spec, label, watch, [&](int attempt) {
       auto again = options;
       if (attempt > 0) {
         again.common.warmup = 0;
         // Prompts of their own: the discarded try's are in the server's prefix cache.
         again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
       }
-      return bench::run_single_stream(m_s.target(), again);
+      return mode.run_here(m_s.target(), again);
     });
   }
-  BenchJob job;
-  job.mode = BenchJob::Mode::single_stream;
-  job.runs = options.runs;
+  job.mode = mode.job_mode;
   auto result = run_job(spec, where.binary, std::move(job), options.common, watch, window);
-  return bench::single_stream_from_wire(result.at("single_stream"));
+  return mode.from_wire(result.at(mode.key));
+}
+
+bench::SingleStreamResult BenchClient::single_stream(const experiment::BenchmarkSpec& spec,
+                                                     const bench::SingleStreamOptions& options, ServerWatch& watch,
+                                                     const WindowFn& window) {
+  BenchJob job;
+  job.runs = options.runs;
+  return run_mode(spec, options, "single-stream", std::move(job), watch, window, k_single_stream);
 }
 
 bench::ConcurrencyResult BenchClient::concurrency(const experiment::BenchmarkSpec& spec,
                                                   const bench::ConcurrencyOptions& options, ServerWatch& watch,
                                                   const WindowFn& window) {
-  auto where = where_for(spec);
-  if (!where.on_host) {
-    std::string label = options.levels.size() == 1 ? fmt::format("concurrency {}", options.levels.front()) : "levels";
-    return measure_locally<bench::ConcurrencyResult>(spec, label, watch, [&](int attempt) {
-      auto again = options;
-      if (attempt > 0) {
-        again.common.warmup = 0;
-        // Prompts of their own: the discarded try's are in the server's prefix cache.
-        again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
-      }
-      return bench::run_concurrency(m_s.target(), again);
-    });
-  }
+  const std::string label =
+      options.levels.size() == 1 ? fmt::format("concurrency {}", options.levels.front()) : "levels";
   BenchJob job;
-  job.mode = BenchJob::Mode::concurrency;
   job.levels = options.levels;
   job.requests = options.requests;
-  auto result = run_job(spec, where.binary, std::move(job), options.common, watch, window);
-  return bench::concurrency_from_wire(result.at("concurrency"));
+  return run_mode(spec, options, label, std::move(job), watch, window, k_concurrency);
 }
 
 bench::RateResult BenchClient::rate(const experiment::BenchmarkSpec& spec, const bench::RateOptions& options,
                                     ServerWatch& watch, const WindowFn& window) {
-  auto where = where_for(spec);
-  if (!where.on_host) {
-    std::string label = options.rates.size() == 1 ? fmt::format("rate {:g}", options.rates.front()) : "rates";
-    return measure_locally<bench::RateResult>(spec, label, watch, [&](int attempt) {
-      auto again = options;
-      if (attempt > 0) {
-        again.common.warmup = 0;
-        // Prompts of their own: the discarded try's are in the server's prefix cache.
-        again.common.prompt_tag += fmt::format(" try{}", attempt + 1);
-      }
-      return bench::run_rate(m_s.target(), again);
-    });
-  }
+  const std::string label = options.rates.size() == 1 ? fmt::format("rate {:g}", options.rates.front()) : "rates";
   BenchJob job;
-  job.mode = BenchJob::Mode::rate;
   job.rates = options.rates;
   job.duration = options.duration;
   job.max_concurrency = options.max_concurrency;
   job.burstiness = options.burstiness;
   job.seed = options.seed;
-  auto result = run_job(spec, where.binary, std::move(job), options.common, watch, window);
-  return bench::rate_from_wire(result.at("rate"));
+  return run_mode(spec, options, label, std::move(job), watch, window, k_rate);
 }
 
 json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::string& binary, BenchJob job,
@@ -476,12 +308,7 @@ json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::stri
   } catch (const Error&) {
     job.model.clear();
   }
-  job.request = common.request;
-  job.prompts = common.prompts;
-  job.unique_prompts = common.unique_prompts;
-  job.prompt_tag = common.prompt_tag;
-  job.warmup = common.warmup;
-  job.preconnect = common.preconnect;
+  set_common(job, common);
   if (common.deadline) {
     job.deadline_s = std::max(0.0, std::chrono::duration<double>(*common.deadline - Clock::now()).count());
   }

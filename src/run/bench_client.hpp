@@ -45,6 +45,27 @@ std::optional<std::string> host_incompatibility(std::string_view local_machine, 
 std::string build_machine();
 std::string build_glibc();
 
+// This specctl on a host (host_binary.cpp), for `specctl bench-job` there: the
+// one on its PATH when it is this version, else a copy uploaded into the state
+// folder. Looked for once per node and state folder in a run (a host's slots
+// share it); never throws.
+struct HostBinary {
+  bool ok = false;
+  std::string binary; // what to run; empty unless ok
+  std::string why;    // how it was found, or why none runs there
+  bool fresh = false; // this call looked; an earlier one did not
+};
+HostBinary host_binary(remote::Host& host, const std::string& node, const std::string& state_dir);
+
+// How one kind of benchmark runs here, its mode as a host job, and where the
+// job's result holds it.
+template <typename Result, typename Options> struct ModeCalls {
+  BenchJob::Mode job_mode;
+  Result (*run_here)(const bench::Target&, const Options&);
+  Result (*from_wire)(const nlohmann::json&);
+  const char* key;
+};
+
 class BenchClient {
 public:
   struct Setup {
@@ -98,6 +119,11 @@ private:
   bool tunnelled() const;
   int reconnects() const;
   std::optional<double> tunnel_rtt();
+  // Runs a benchmark call where `spec` says: here, through measure_locally, or
+  // on the host as `job`.
+  template <typename Result, typename Options>
+  Result run_mode(const experiment::BenchmarkSpec& spec, const Options& options, const std::string& label, BenchJob job,
+                  ServerWatch& watch, const WindowFn& window, const ModeCalls<Result, Options>& mode);
   nlohmann::json run_job(const experiment::BenchmarkSpec& spec, const std::string& binary, BenchJob job,
                          const bench::RunOptions& common, ServerWatch& watch, const WindowFn& window);
   // Runs `measure` here; again once when the control connection was in

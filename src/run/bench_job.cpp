@@ -53,7 +53,22 @@ void write_result(const BenchJob& job, const json& result) {
   }
 }
 
+// Calls `copy` with each field a job shares with bench::RunOptions and its
+// counterpart there: the one list of them, read both ways.
+template <typename Job, typename Common, typename Copy> void shared_fields(Job& job, Common& common, Copy copy) {
+  copy(job.request, common.request);
+  copy(job.prompts, common.prompts);
+  copy(job.unique_prompts, common.unique_prompts);
+  copy(job.prompt_tag, common.prompt_tag);
+  copy(job.warmup, common.warmup);
+  copy(job.preconnect, common.preconnect);
+}
+
 } // namespace
+
+void set_common(BenchJob& job, const bench::RunOptions& common) {
+  shared_fields(job, common, [](auto& to, const auto& from) { to = from; });
+}
 
 json to_json(const BenchJob& job) {
   return {{"format", k_bench_job_format},
@@ -170,12 +185,7 @@ int run_bench_job(const std::filesystem::path& file, const std::atomic<bool>* st
     }
     std::ofstream progress(job.progress_file, std::ios::app);
     bench::RunOptions common;
-    common.request = job.request;
-    common.prompts = job.prompts;
-    common.unique_prompts = job.unique_prompts;
-    common.prompt_tag = job.prompt_tag;
-    common.warmup = job.warmup;
-    common.preconnect = job.preconnect;
+    shared_fields(job, common, [](const auto& from, auto& to) { to = from; });
     common.stop = watch ? watch->stop_flag() : stop;
     if (watch) {
       common.hold = watch->hold_flag();

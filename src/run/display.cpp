@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <mutex>
 #include <sys/ioctl.h>
@@ -47,21 +47,12 @@ std::chrono::seconds whole_seconds(std::chrono::system_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::seconds>(d);
 }
 
-std::tm local_time(TimePoint t) {
-  std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::localtime_r(&tt, &tm);
-  return tm;
-}
-
 std::string timestamp(TimePoint t) {
-  std::tm tm = local_time(t);
-  return fmt::format("[{:02}:{:02}:{:02}]", tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return fmt::format("[{:%H:%M:%S}]", fmt::localtime(std::chrono::system_clock::to_time_t(t)));
 }
 
 std::string clock_time(TimePoint t) {
-  std::tm tm = local_time(t);
-  return fmt::format("{:02}:{:02}", tm.tm_hour, tm.tm_min);
+  return fmt::format("{:%H:%M}", fmt::localtime(std::chrono::system_clock::to_time_t(t)));
 }
 
 // Estimates are rough: whole minutes, at least one.
@@ -89,9 +80,7 @@ std::string plural(std::int64_t n, std::string_view word) {
 }
 
 std::string rtrim(std::string s) {
-  while (!s.empty() && s.back() == ' ') {
-    s.pop_back();
-  }
+  s.erase(s.find_last_not_of(' ') + 1);
   return s;
 }
 
@@ -99,12 +88,10 @@ std::string rtrim(std::string s) {
 std::string truncate_columns(std::string s, std::size_t columns) {
   std::size_t count = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (count == columns) {
-        s.resize(i);
-        break;
-      }
-      ++count;
+    // The byte that starts the character after the last column (not 10xxxxxx) cuts the line.
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && count++ == columns) {
+      s.resize(i);
+      break;
     }
   }
   return s;
@@ -145,7 +132,9 @@ public:
     std::lock_guard lock(m_mutex);
     m_header = header;
     m_run_start = m_clock();
-    on_run_started();
+    if (!quiet()) {
+      on_message(fmt::format("{} {}\n", timestamp(m_clock()), header_text()));
+    }
   }
 
   void phase(std::string_view variant, int index, int total, std::string_view phase) override {
@@ -213,11 +202,11 @@ public:
   }
 
 protected:
-  virtual void on_run_started() = 0;
   virtual void on_phase(Slot& s) = 0;
   virtual void on_load(Slot& s) = 0;
   virtual void on_bench(Slot& s) = 0;
-  virtual void on_message(const std::string& line) = 0;
+  // Prints whole lines: a message, the run's header.
+  virtual void on_message(const std::string& lines) = 0;
   virtual void on_finished(const FinishedRow& row, const std::string& who,
                            std::optional<std::chrono::seconds> took) = 0;
   virtual void on_run_finished(const std::string& summary) = 0;
@@ -344,12 +333,6 @@ private:
     return fmt::format("{} {}: {}\n", timestamp(m_clock()), label(s.variant), text);
   }
 
-  void on_run_started() override {
-    if (!quiet()) {
-      write(fmt::format("{} {}\n", timestamp(m_clock()), header_text()));
-    }
-  }
-
   void on_phase(Slot& s) override {
     if (!quiet()) {
       write(line(s, s.phase));
@@ -373,11 +356,8 @@ private:
       return;
     }
     s.last_bench_line = now;
-    if (p.finished) {
-      write(line(s, fmt::format("{} done: {} in {:.1f}s", p.phase, bench_text(p), p.elapsed_s)));
-    } else {
-      write(line(s, fmt::format("{} {}", p.phase, bench_text(p))));
-    }
+    write(line(s, p.finished ? fmt::format("{} done: {} in {:.1f}s", p.phase, bench_text(p), p.elapsed_s)
+                             : fmt::format("{} {}", p.phase, bench_text(p))));
   }
 
   void on_message(const std::string& text) override { write(text); }
@@ -484,8 +464,7 @@ private:
   }
 
   // Prints `text` above the block: clear, print, redraw, in one write.
-  void print_above(const std::string& text) {
-    TimePoint now = m_clock();
+  void print_above(const std::string& text, TimePoint now) {
     std::string out = clear_block();
     out += text;
     out += block(now);
@@ -495,25 +474,15 @@ private:
 
   void redraw(bool force) {
     TimePoint now = m_clock();
-    if (!live() || (!force && m_last_draw && now - *m_last_draw < k_redraw_interval)) {
-      return;
-    }
-    std::string out = clear_block();
-    out += block(now);
-    m_last_draw = now;
-    write(out);
-  }
-
-  void on_run_started() override {
-    if (!quiet()) {
-      print_above(fmt::format("{} {}\n", timestamp(m_clock()), header_text()));
+    if (live() && (force || !m_last_draw || now - *m_last_draw >= k_redraw_interval)) {
+      print_above({}, now);
     }
   }
 
   void on_phase(Slot&) override { redraw(true); }
   void on_load(Slot&) override { redraw(false); }
   void on_bench(Slot& s) override { redraw(s.bench->finished); }
-  void on_message(const std::string& text) override { print_above(text); }
+  void on_message(const std::string& text) override { print_above(text, m_clock()); }
 
   std::size_t name_width() const {
     std::size_t width = std::string_view("variant").size();
@@ -568,7 +537,7 @@ private:
     } else {
       line += "  " + first_line(row.reason);
     }
-    print_above(text + rtrim(line) + "\n");
+    print_above(text + rtrim(line) + "\n", m_clock());
   }
 
   void on_run_finished(const std::string& summary) override {

@@ -27,6 +27,12 @@
 
 namespace specctl::run::detail {
 
+// What src/run measures time with, and the JSON it reads and writes (ordered:
+// result documents keep their keys in the order written).
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
 // Retries back off exponentially up to this.
 inline constexpr util::Duration k_max_backoff = std::chrono::minutes{2};
 

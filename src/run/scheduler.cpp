@@ -12,9 +12,6 @@ namespace specctl::run::detail {
 
 namespace {
 
-using ordered = nlohmann::ordered_json;
-using SteadyClock = std::chrono::steady_clock;
-
 // Idle workers look at the queue at least this often: for a retry's backoff
 // running out, and for Ctrl-C.
 constexpr auto k_idle_poll = std::chrono::milliseconds{250};
@@ -27,7 +24,7 @@ struct Item {
   int attempt = 1;
   // Pool members that already failed this variant; others are tried first.
   std::set<std::string> avoid;
-  SteadyClock::time_point not_before{};
+  Clock::time_point not_before{};
 };
 
 struct NodeState {
@@ -106,7 +103,7 @@ private:
   // The first queued item this node may take now, preferring nodes that have
   // not failed it yet.
   std::optional<std::size_t> pick(const std::string& node) const {
-    auto now = SteadyClock::now();
+    auto now = Clock::now();
     for (std::size_t i = 0; i < m_queue.size(); ++i) {
       const Item& item = m_queue[i];
       auto live = live_candidates(item.job);
@@ -202,7 +199,7 @@ private:
       item.attempt += 1;
       // A job an earlier run left is followed once; a retry submits anew.
       item.job.adopt.reset();
-      item.not_before = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(backoff);
+      item.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(backoff);
       m_queue.push_front(std::move(item));
     } else {
       status == "ok" ? ++m_counts.ok : ++m_counts.failed;

@@ -7,8 +7,6 @@
 
 namespace specctl::run::detail {
 
-using nlohmann::json;
-
 namespace {
 
 // A string field of a journal entry, empty when it is missing or not a string:

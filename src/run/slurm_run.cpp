@@ -27,11 +27,6 @@ namespace specctl::run::detail {
 
 namespace {
 
-using util::seconds_since;
-using Clock = std::chrono::steady_clock;
-using nlohmann::json;
-using ordered = nlohmann::ordered_json;
-
 // After scancel, how long Slurm gets to end the job (its KillWait included).
 constexpr util::Duration k_cancel_wait = std::chrono::minutes{2};
 // How long Slurm may stay unreachable before the variant fails (the job may
@@ -108,7 +103,7 @@ public:
     } catch (const std::exception& e) {
       fail(m_phase, Error(fmt::format("internal error: {}", e.what())));
     }
-    m_result->finish(utc_timestamp(std::chrono::system_clock::now()), seconds_since(started));
+    m_result->finish(utc_timestamp(std::chrono::system_clock::now()), util::seconds_since(started));
     return m_result->doc();
   }
 

@@ -19,10 +19,6 @@ namespace specctl::run::detail {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using nlohmann::json;
-using ordered = nlohmann::ordered_json;
-
 // The most of a benchmark window's server log that is read for its metrics.
 constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
 // The warmup request: enough tokens to go through prefill and decode once.

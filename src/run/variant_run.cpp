@@ -17,11 +17,6 @@ namespace specctl::run::detail {
 
 namespace {
 
-using util::seconds_since;
-using Clock = std::chrono::steady_clock;
-using nlohmann::json;
-using ordered = nlohmann::ordered_json;
-
 // How long the engine's version command may take.
 constexpr util::Duration k_version_timeout = std::chrono::seconds{60};
 
@@ -97,7 +92,7 @@ ordered VariantRun::run(bool& transient) {
   } else {
     transient = false;
   }
-  m_result.finish(utc_timestamp(std::chrono::system_clock::now()), seconds_since(started));
+  m_result.finish(utc_timestamp(std::chrono::system_clock::now()), util::seconds_since(started));
   return m_result.doc();
 }
 
@@ -117,7 +112,7 @@ void VariantRun::begin(const std::string& phase) {
 }
 
 void VariantRun::end(json fields) {
-  double took = seconds_since(m_phase_start);
+  double took = util::seconds_since(m_phase_start);
   m_result.phase(m_phase, took);
   fields["variant"] = m_variant.name;
   fields["phase"] = m_phase;
@@ -333,10 +328,11 @@ void VariantRun::tear_down() {
     m_result.doc()["teardown"] = {{"error", last->what()}};
     warn(fmt::format("teardown failed; the server may still run (tag {}): {}", m_server->tag, last->what()));
   }
-  m_result.phase("teardown", seconds_since(started));
-  m_s.journal.record(
-      "phase_finished",
-      {{"variant", m_variant.name}, {"phase", "teardown"}, {"duration_s", seconds_since(started)}, {"ok", !last}});
+  m_result.phase("teardown", util::seconds_since(started));
+  m_s.journal.record("phase_finished", {{"variant", m_variant.name},
+                                        {"phase", "teardown"},
+                                        {"duration_s", util::seconds_since(started)},
+                                        {"ok", !last}});
 }
 
 void VariantRun::copy_log() {

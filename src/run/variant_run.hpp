@@ -35,10 +35,6 @@ template <typename T> T must(std::expected<T, Error> value, const std::string& p
 
 class VariantRun {
 public:
-  using Clock = std::chrono::steady_clock;
-  using json = nlohmann::json;
-  using ordered = nlohmann::ordered_json;
-
   VariantRun(const VariantContext& shared, const experiment::PlannedVariant& planned, std::string node, int index,
              int total, int attempt);
 

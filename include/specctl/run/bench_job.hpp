@@ -63,6 +63,10 @@ struct BenchJob {
   std::string result_file;
 };
 
+// Copies what a job shares with bench::RunOptions (the request, prompts,
+// warmup, preconnect) from the options of the benchmark it stands for.
+void set_common(BenchJob& job, const bench::RunOptions& common);
+
 nlohmann::json to_json(const BenchJob& job);
 // Throws specctl::Error (bad_input) naming what is wrong.
 BenchJob bench_job_from_json(const nlohmann::json& json);
