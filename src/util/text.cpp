@@ -63,6 +63,13 @@ std::string first_line(std::string_view text) {
   return line.substr(0, line.find('\n'));
 }
 
+std::string clip(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) {
+    return std::string(text);
+  }
+  return std::string(text.substr(0, limit)) + "...";
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <specctl/experiment/experiment.hpp>
+#include <specctl/run/command_fill.hpp>
+#include <specctl/run/command_metrics.hpp>
 #include <specctl/remote/host.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
@@ -11,40 +13,10 @@
 #include <string_view>
 #include <vector>
 
+// A `command` benchmark: the filled line run on a host, its figures extracted
+// (command_fill.hpp, command_metrics.hpp).
+
 namespace specctl::run {
-
-// The values a `command` benchmark's placeholders stand for. `url` and `port`
-// are the server as seen from where the command runs: the tunnel's local port
-// for `on: local`, the server's own port for `on: host`.
-struct CommandContext {
-  std::string url;
-  int port = 0;
-  std::string variant;
-  std::string model;
-  std::string host;
-};
-
-// Fills {url}, {port}, {variant}, {model} and {host} in `run`; "{{" is a
-// literal "{" (a lone "}" is always literal). Every value goes in through
-// util::shell_quote, so none can expand, split or end the command. A
-// placeholder written inside the user's own quotes ('{model}' or "{model}")
-// closes those quotes around the value and reopens them, since quoting inside
-// double quotes would leave $(...) live. Placeholders after a backslash or in
-// a comment, and unknown ones (the experiment loader rejects those), stay as
-// written. Here-documents are not understood: keep placeholders out of them.
-std::string fill_command(const std::string& run, const CommandContext& context);
-
-// Finds each metric in a command's standard output. A regex metric is group 1
-// of the first match; a JSON metric is a path (results.throughput,
-// runs[0].tok_s) into the output when it is JSON as a whole, otherwise into the
-// last JSON object that starts a line with "{" and ends on that line (JSON
-// lines after log noise) or at the next line that is a lone "}"
-// (pretty-printed after noise). Numbers may carry thousands commas
-// ("1,234.5"); JSON strings holding a number count. A metric that is missing
-// or not a finite number is left out and described in `problems`; nothing
-// throws.
-std::map<std::string, double> extract_metrics(const std::vector<experiment::MetricExtractor>& extractors,
-                                              std::string_view stdout_text, std::vector<std::string>& problems);
 
 // What one run of a command benchmark gave. A command that failed, timed out or
 // lacked a metric has problems; metrics are extracted from whatever it printed,

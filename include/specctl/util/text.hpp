@@ -24,6 +24,10 @@ std::string_view trim_view(std::string_view text);
 // The first line of the trimmed text: what a one-line error message quotes of a command's output.
 std::string first_line(std::string_view text);
 
+// `text` when it is at most `limit` bytes long, else its first `limit` bytes and "...":
+// how a message quotes a piece of someone else's output.
+std::string clip(std::string_view text, std::size_t limit);
+
 // Joins with a separator.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
