@@ -1,0 +1,218 @@
+#pragma once
+
+// Workloads: the requests a benchmark sends, drawn from the sources inference
+// engineers compare on (vLLM's and SGLang's bench_serving: ShareGPT, JSONL, random,
+// generated shared prefix) and a built-in per-category prompt set for speculative
+// decoding. Every source is seeded and reproducible: the same spec and seed give
+// byte-identical requests on any machine, because every draw is std::mt19937_64
+// (whose output the standard fixes) through this file's own bounded draw and
+// Fisher-Yates shuffle, never the standard distributions (whose results differ
+// between standard libraries). Nothing here does network I/O.
+
+#include <specctl/util/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace specctl::bench {
+
+struct ChatMessage {
+  std::string role{};
+  std::string content{};
+};
+
+struct WorkloadRequest {
+  std::string id{};
+  std::string category{};
+  std::string prompt{};
+  // A chat request when not empty (then `prompt` is empty).
+  std::vector<ChatMessage> messages{};
+  // The target prompt length in tokens; 0: the text as written.
+  int input_tokens = 0;
+  // The requested max_tokens; 0: the benchmark's default.
+  int output_tokens = 0;
+  // The shared-prefix group, -1 for none.
+  int group = -1;
+  // The first `shared_bytes` bytes of `prompt` are shared with other requests (a
+  // group's system prompt, a random prefix): calibrate() never changes them, so the
+  // prefix stays byte-identical across the group and a prefix cache can serve it.
+  std::size_t shared_bytes = 0;
+};
+
+// What a colleague needs to rerun exactly the same requests.
+struct Provenance {
+  std::string source{}; // "sharegpt", "jsonl", "random", "shared_prefix", "specdec"
+  std::string path{};   // the dataset file; empty for generated sources
+  std::uintmax_t size = 0;
+  std::string sha256{};
+  std::uint64_t seed = 0;
+  // How many items the source offered before filtering and sampling.
+  std::size_t available = 0;
+  // The options applied, and for datasets how many items were dropped for each reason.
+  nlohmann::ordered_json filters = nlohmann::ordered_json::object();
+  // The drawn requests' ids, in the order they are sent.
+  std::vector<std::string> ids{};
+
+  // {"source", "path", "size", "sha256" (the last three for files only), "seed",
+  // "available", "filters", "ids"}.
+  nlohmann::ordered_json to_json() const;
+};
+
+struct Workload {
+  std::vector<WorkloadRequest> requests{};
+  Provenance provenance{};
+  // Things the user should know that are not errors (the first malformed item of a
+  // dataset, lengths that are only estimates).
+  std::vector<std::string> notes{};
+};
+
+// A tokenizer-free estimate of a text's length in tokens: each run of ASCII letters
+// counts one token per started 6 letters, each run of digits one per started 3
+// (tokenizers of the Llama 3 and GPT-4 families split numbers in groups of 3), each
+// run of other non-ASCII bytes one per started 3 bytes (about one per CJK
+// character), each other visible character (punctuation) one, and whitespace nothing
+// (BPE merges a space into the next word). For English prose that is about one token
+// per 4 to 5 bytes, close to what BPE tokenizers produce. It only filters datasets
+// and sizes generated text: the run calibrates real lengths against the server
+// (calibrate()), which holds the one tokenizer that counts.
+int estimate_tokens(std::string_view text);
+
+// A uniform draw in [0, bound) from the generator by rejection, the same on every
+// standard library (unlike std::uniform_int_distribution). bound must be > 0.
+std::uint64_t draw_below(std::mt19937_64& rng, std::uint64_t bound);
+
+// Fisher-Yates from the last element down, with draw_below (unlike std::shuffle, the
+// same permutation on every standard library).
+template <class T> void shuffle_portably(std::vector<T>& items, std::mt19937_64& rng) {
+  for (std::size_t i = items.size(); i > 1; --i) {
+    const auto j = static_cast<std::size_t>(draw_below(rng, i));
+    std::swap(items[i - 1], items[j]);
+  }
+}
+
+// vLLM `bench serve --dataset-name sharegpt`: a JSON list of {"id"?, "conversations":
+// [{"from", "value"}, ...]}; the first turn is the prompt, the second turn's length
+// the output length. Conversations with fewer than two turns or lengths outside the
+// bounds are dropped; the valid ones are shuffled with the seed and the first
+// num_prompts kept.
+struct ShareGptSpec {
+  std::string file{};
+  // 0: every valid conversation.
+  int num_prompts = 0;
+  std::uint64_t seed = 0;
+  // vLLM's is_valid_sequence bounds, in estimated tokens. vLLM uses one min_len for
+  // both the prompt and the output.
+  int min_input = 4;
+  int min_output = 4;
+  int max_input = 1024;
+  int max_total = 2048;
+  // Every request's max_tokens instead of the second turn's length (vLLM's
+  // --sharegpt-output-len); the output minimum is then not checked, as in vLLM.
+  std::optional<int> fixed_output{};
+};
+
+// One JSON object per line (vLLM's `custom` dataset), with a text prompt or chat messages.
+struct JsonlSpec {
+  std::string file{};
+  std::string prompt_field = "prompt";
+  // A list of {"role", "content"}: a chat request; it wins over the prompt field.
+  std::string messages_field = "messages";
+  // Each field below is unused when empty. output_field: a positive integer, the
+  // request's max_tokens (a line without it uses the benchmark's default).
+  std::string output_field{};
+  std::string category_field{};
+  std::string id_field{};
+  // Unset: every line.
+  std::optional<int> num_prompts{};
+  std::uint64_t seed = 0;
+  // vLLM shuffles a custom dataset with the seed unless --disable-shuffle.
+  enum class Order { shuffled, as_written };
+  Order order = Order::shuffled;
+};
+
+// vLLM's random dataset: input and output lengths uniform in
+// [floor(len * (1 - r)), ceil(len * (1 + r))], 0 <= r < 1, after a shared random
+// prefix of prefix_tokens (so a prompt has prefix_tokens + its drawn input length).
+// The text is common English words of one token each, every prompt beginning
+// differently after the declared prefix.
+struct RandomSpec {
+  int input_tokens = 1024;
+  int output_tokens = 128;
+  double range_ratio = 0.0;
+  int prefix_tokens = 0;
+  int num_prompts = 16;
+  std::uint64_t seed = 0;
+};
+
+// SGLang's generated-shared-prefix dataset (gsp-*): each group has its own system
+// prompt of system_tokens; a request is that prompt, "\n\n" and its own question of
+// question_tokens. SGLang shuffles the requests unless --gsp-ordered.
+struct SharedPrefixSpec {
+  int groups = 8;
+  int per_group = 16;
+  int system_tokens = 2048;
+  int question_tokens = 128;
+  int output_tokens = 256;
+  std::uint64_t seed = 0;
+  enum class Order { shuffled, grouped };
+  Order order = Order::shuffled;
+};
+
+// The built-in spec-decode prompt set: 8 categories x 10 prompts written for
+// specctl, so acceptance can be reported per task without a download. Requests
+// alternate between categories; the seed orders the prompts within each category.
+struct SpecDecSpec {
+  // Empty: all of specdec_categories().
+  std::vector<std::string> categories{};
+  // Unset: every prompt of the chosen categories.
+  std::optional<int> num_prompts{};
+  std::uint64_t seed = 0;
+};
+
+using WorkloadSpec = std::variant<ShareGptSpec, JsonlSpec, RandomSpec, SharedPrefixSpec, SpecDecSpec>;
+
+// Each returns the requests in the order they are sent, or an ErrorKind::bad_input
+// error of one line naming the file (and line or item where it applies).
+std::expected<Workload, Error> make_workload(const ShareGptSpec& spec);
+std::expected<Workload, Error> make_workload(const JsonlSpec& spec);
+std::expected<Workload, Error> make_workload(const RandomSpec& spec);
+std::expected<Workload, Error> make_workload(const SharedPrefixSpec& spec);
+std::expected<Workload, Error> make_workload(const SpecDecSpec& spec);
+std::expected<Workload, Error> make_workload(const WorkloadSpec& spec);
+
+// conversation, code, math, summarisation, translation, reasoning, extraction, writing.
+const std::vector<std::string>& specdec_categories();
+
+// One line for plans and logs, before anything is read:
+// "sharegpt data/sg.json: 200 conversations (seed 0)".
+std::string describe(const WorkloadSpec& spec);
+// One line once loaded, with what the source offered:
+// "sharegpt data/sg.json: 200 of 9,412 conversations (seed 0)".
+std::string describe(const Workload& workload);
+
+// Counts a prompt's tokens the way the server will (its /tokenize, or a max_tokens: 1
+// request's usage.prompt_tokens).
+using TokenCounter = std::function<std::expected<int, Error>(const std::string&)>;
+
+// Brings a text request's prompt within `tolerance` tokens of `target_tokens` by
+// trimming words from its end or appending words of the generators' vocabulary (drawn
+// from a generator seeded by the request's id, so it is reproducible). It counts the
+// prompt as it is, then corrects by the measured tokens per word, then steps a word
+// at a time, at most k_calibration_calls counts in all; it never changes the first
+// shared_bytes bytes. Returns how many counts it made, or an error naming the target
+// and the last count (a counter's own error is passed on).
+inline constexpr int k_calibration_calls = 8;
+std::expected<int, Error> calibrate(WorkloadRequest& request, int target_tokens, const TokenCounter& count_tokens,
+                                    int tolerance = 1);
+
+} // namespace specctl::bench
