@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <doctest/doctest.h>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
@@ -20,6 +21,28 @@ using specctl::test::read_file;
 namespace {
 
 const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
+
+// A copy of a fixture run as `after`, with `variant`'s output tok/s at each level times factor(concurrency).
+fs::path scaled_copy(const specctl::test::TempDir& dir, const std::string& fixture, const std::string& variant,
+                     const std::function<double(int)>& factor) {
+  fs::copy(k_data / fixture, dir / "after", fs::copy_options::recursive);
+  auto path = dir / "after" / "variants" / variant / "result.json";
+  auto doc = nlohmann::json::parse(read_file(path));
+  for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
+    level["metrics"]["output_tok_s"] = level["metrics"]["output_tok_s"].get<double>() * factor(level["concurrency"]);
+  }
+  std::ofstream(path) << doc.dump();
+  return dir / "after";
+}
+
+const report::VariantChange& change_of(const report::Comparison& c, const std::string& variant) {
+  for (const auto& v : c.variants) {
+    if (v.variant == variant) {
+      return v;
+    }
+  }
+  throw std::runtime_error("no variant " + variant);
+}
 
 } // namespace
 
@@ -74,21 +97,10 @@ TEST_CASE("report: compare two runs, before and after") {
 
 TEST_CASE("report: compare declares a regression only outside the intervals and the A/A noise") {
   specctl::test::TempDir dir;
-  fs::copy(k_data / "honest", dir / "after", fs::copy_options::recursive);
-  auto path = dir / "after" / "variants" / "eagle3" / "result.json";
-  auto doc = nlohmann::json::parse(read_file(path));
   // After: eagle3 at c8 2% slower (within the 3.3% A/A noise), at c64 10% slower.
-  for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
-    double factor = level["concurrency"] == 8 ? 0.98 : level["concurrency"] == 64 ? 0.9 : 1.0;
-    level["metrics"]["output_tok_s"] = level["metrics"]["output_tok_s"].get<double>() * factor;
-  }
-  std::ofstream(path) << doc.dump();
-  auto c = report::compare_runs(report::read_run(k_data / "honest"), report::read_run(dir / "after"));
-  const report::VariantChange* eagle = nullptr;
-  for (const auto& v : c.variants) {
-    eagle = v.variant == "eagle3" ? &v : eagle;
-  }
-  REQUIRE(eagle != nullptr);
+  auto after = scaled_copy(dir, "honest", "eagle3", [](int c) { return c == 8 ? 0.98 : c == 64 ? 0.9 : 1.0; });
+  auto c = report::compare_runs(report::read_run(k_data / "honest"), report::read_run(after));
+  const report::VariantChange* eagle = &change_of(c, "eagle3");
   REQUIRE(eagle->levels.size() == 3);
   CHECK(eagle->levels[0].verdict == Verdict::inconclusive);
   CHECK(eagle->levels[1].change->value == doctest::Approx(0.98));
@@ -107,34 +119,29 @@ TEST_CASE("report: compare declares a regression only outside the intervals and 
 
 TEST_CASE("report: compare's CSV and JSON say what its model says, and a variant on one side only is named") {
   specctl::test::TempDir dir;
-  fs::copy(k_data / "sweep", dir / "after", fs::copy_options::recursive);
-  // After: the last variant's result is gone (the run stopped before it), eagle3 10% faster.
-  auto path = dir / "after" / "variants" / "eagle3" / "result.json";
-  auto doc = nlohmann::json::parse(read_file(path));
-  for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
-    level["metrics"]["output_tok_s"] = level["metrics"]["output_tok_s"].get<double>() * 1.1;
-  }
-  std::ofstream(path) << doc.dump();
-  auto c = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after"));
-  const report::VariantChange* eagle = nullptr;
-  for (const auto& v : c.variants) {
-    eagle = v.variant == "eagle3" ? &v : eagle;
-  }
-  REQUIRE(eagle != nullptr);
-  REQUIRE_FALSE(eagle->levels.empty());
-  for (const auto& level : eagle->levels) {
+  // After: eagle3 10% faster at every level; eagle3-steps4 has no result (the run stopped before it).
+  auto after = scaled_copy(dir, "sweep", "eagle3", [](int) { return 1.1; });
+  fs::remove(after / "variants" / "eagle3-steps4" / "result.json");
+  auto c = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(after));
+  const auto& eagle = change_of(c, "eagle3");
+  REQUIRE_FALSE(eagle.levels.empty());
+  for (const auto& level : eagle.levels) {
     CHECK(level.change->value == doctest::Approx(1.1));
     // One measurement a side: a ratio, never a verdict.
     CHECK(level.verdict == Verdict::one_sample);
   }
-  CHECK_FALSE(c.regressed());
+  const auto& gone = change_of(c, "eagle3-steps4");
+  CHECK(gone.before_status == "ok");
+  CHECK(gone.after_status == "not run");
+  // A variant that was ok and did not run after is a regression.
+  CHECK(c.regressed());
 
   auto json = nlohmann::json::parse(report::compare_json(c));
   REQUIRE(json["variants"].is_array());
   CHECK(json["variants"].size() == c.variants.size());
   auto csv = report::compare_csv(c);
+  CHECK(csv.find("eagle3-steps4") != std::string::npos);
   // A header line and at least one line per level of eagle3.
-  CHECK(csv.find("eagle3") != std::string::npos);
-  CHECK(std::count(csv.begin(), csv.end(), '\n') > static_cast<long>(eagle->levels.size()));
+  CHECK(std::count(csv.begin(), csv.end(), '\n') > static_cast<long>(eagle.levels.size()));
   CHECK_THROWS_AS(report::render(c, "pdf"), specctl::Error);
 }
