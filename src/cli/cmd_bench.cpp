@@ -49,19 +49,19 @@ struct BenchOptions {
   bool no_progress = false;
 };
 
-std::atomic<bool> g_stop{false};
+std::atomic<bool> g_bench_stop{false};
 
-extern "C" void on_interrupt(int) {
-  g_stop.store(true);
+extern "C" void on_bench_interrupt(int) {
+  g_bench_stop.store(true);
 }
 
 // Ctrl-C stops the benchmark gracefully (results so far are kept) while this lives.
 class InterruptGuard {
 public:
   InterruptGuard() {
-    g_stop.store(false);
+    g_bench_stop.store(false);
     struct sigaction action {};
-    action.sa_handler = &on_interrupt;
+    action.sa_handler = &on_bench_interrupt;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &m_previous_int);
     sigaction(SIGTERM, &action, &m_previous_term);
@@ -167,7 +167,7 @@ int run_bench(const BenchOptions& o) {
   // Resolve once, up front: a wrong URL or a dead server is one clear error before anything runs.
   const bench::Target target = bench::resolve_target(bench::Target{o.url, o.model, o.api_key});
   InterruptGuard interrupt_guard;
-  common.stop = &g_stop;
+  common.stop = &g_bench_stop;
   bench::ProgressPrinter progress(stderr, bench::ProgressPrinter::detect(stderr));
   if (!o.no_progress) {
     common.on_progress = [&progress](const bench::Progress& p) { progress.update(p); };
@@ -178,10 +178,10 @@ int run_bench(const BenchOptions& o) {
   if (o.single_stream || !any_mode) {
     document.single_stream = bench::run_single_stream(target, bench::SingleStreamOptions{common, o.runs});
   }
-  if (!o.levels.empty() && !g_stop.load()) {
+  if (!o.levels.empty() && !g_bench_stop.load()) {
     document.concurrency = bench::run_concurrency(target, bench::ConcurrencyOptions{common, o.levels, o.requests});
   }
-  if (!o.rates.empty() && !g_stop.load()) {
+  if (!o.rates.empty() && !g_bench_stop.load()) {
     bench::RateOptions rate{common, o.rates, duration, o.max_concurrency, o.burstiness, o.seed};
     document.rate = bench::run_rate(target, rate);
   }
@@ -195,7 +195,7 @@ int run_bench(const BenchOptions& o) {
   }
   std::cout << bench::format_document(document) << std::flush;
 
-  if (g_stop.load()) {
+  if (g_bench_stop.load()) {
     throw Error("interrupted: the results above are partial", ErrorKind::interrupted);
   }
   int requests = 0;
