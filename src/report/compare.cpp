@@ -185,11 +185,11 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
     change.before_status = b != nullptr ? b->status : "not run";
     change.after_status = a != nullptr ? a->status : "not run";
     for (const auto& t : before.single_stream) {
-      SingleStreamChange s;
-      s.benchmark = t.benchmark;
       const auto* after_table = find_table(after.single_stream, t.benchmark);
       const SingleStreamRow* rb = row_in(&t, name);
       const SingleStreamRow* ra = row_in(after_table, name);
+      SingleStreamChange s;
+      s.benchmark = t.benchmark;
       s.before = rb != nullptr ? rb->tok_s : std::nullopt;
       s.after = ra != nullptr ? ra->tok_s : std::nullopt;
       // A variant's own noise is its run's A/A: the baseline against its repeat.
