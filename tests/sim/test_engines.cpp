@@ -264,7 +264,7 @@ TEST_CASE("llamacpp: a missing GGUF and a removed flag exit 1 at once") {
   }
 }
 
-TEST_CASE("sglang: /health generates after warm-up; /server_info's accept length is the truth since boot") {
+TEST_CASE("sglang: /health generates after warm-up, /server_info's accept length is the truth since boot") {
   Server server({"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
                  "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
                  "3"});
