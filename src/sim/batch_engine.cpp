@@ -38,8 +38,12 @@ int BatchEngine::max_running() const {
 
 BatchEngine::BatchEngine(PerfModel model, std::uint64_t seed) : m_model(std::move(model)), m_rng(seed) {}
 
+void BatchEngine::enable_prefix_cache(PrefixCacheConfig config) {
+  m_cache.emplace(config);
+}
+
 void BatchEngine::add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s,
-                      RequestKind kind) {
+                      RequestKind kind, PromptShape shape) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   m_waiting.push_back(Entry{.id = id,
                             .prompt_tokens = std::max(1, prompt_tokens),
@@ -47,7 +51,8 @@ void BatchEngine::add(RequestId id, int prompt_tokens, int target_tokens, double
                             .arrival_s = arrival_s,
                             .not_before_s = not_before_s,
                             .accept_phase = unit(m_rng),
-                            .kind = kind});
+                            .kind = kind,
+                            .shape = std::move(shape)});
 }
 
 bool BatchEngine::cancel(RequestId id) {
@@ -109,10 +114,18 @@ StepResult BatchEngine::prefill(double now_s) {
       ++it;
       continue;
     }
-    if (!picked.empty() && tokens + it->prompt_tokens > profile.chunked_prefill_tokens) {
+    // The cache is looked up when the request is scheduled, as the engines do;
+    // only the uncached tokens count against the prefill budget.
+    const int cached = m_cache && it->shape.keys ? std::min(m_cache->match(*it->shape.keys), it->prompt_tokens - 1) : 0;
+    const int computed = it->prompt_tokens - std::max(0, cached);
+    if (!picked.empty() && tokens + computed > profile.chunked_prefill_tokens) {
       break;
     }
-    tokens += it->prompt_tokens;
+    tokens += computed;
+    it->cached_tokens = std::max(0, cached);
+    if (m_cache && it->shape.keys) {
+      m_cache->insert(it->shape.keys);
+    }
     picked.push_back(*it);
     it = m_waiting.erase(it);
   }
@@ -126,8 +139,13 @@ StepResult BatchEngine::prefill(double now_s) {
     entry.generated = 1;
     entry.first_token_s = end_s;
     const bool finished = entry.generated >= entry.target_tokens;
-    result.emissions.push_back(
-        Emission{.id = entry.id, .tokens = 1, .first = true, .finished = finished, .arrival_s = entry.arrival_s});
+    result.cached_tokens += entry.cached_tokens;
+    result.emissions.push_back(Emission{.id = entry.id,
+                                        .tokens = 1,
+                                        .first = true,
+                                        .finished = finished,
+                                        .arrival_s = entry.arrival_s,
+                                        .cached_tokens = entry.cached_tokens});
     result.tokens += 1;
     if (finished) {
       result.completed.push_back(completed(entry, end_s));
@@ -171,7 +189,7 @@ StepResult BatchEngine::decode(double now_s) {
 int BatchEngine::draw_accept_length(Entry& entry) {
   const double position = entry.accept_phase + static_cast<double>(entry.verify_passes) * k_golden_ratio_conjugate;
   entry.verify_passes += 1;
-  return m_model.accept_length_for(position - std::floor(position));
+  return m_model.accept_length_for(position - std::floor(position), entry.shape.category);
 }
 
 CompletedRequest BatchEngine::completed(const Entry& entry, double finish_s) {
@@ -183,7 +201,9 @@ CompletedRequest BatchEngine::completed(const Entry& entry, double finish_s) {
                           .finish_s = finish_s,
                           .kind = entry.kind,
                           .verify_passes = entry.verify_passes,
-                          .spec_tokens = entry.spec_tokens};
+                          .spec_tokens = entry.spec_tokens,
+                          .cached_tokens = entry.cached_tokens,
+                          .category = entry.shape.category};
 }
 
 WaveResult simulate_wave(const PerfModel& model, int concurrency, int prompt_tokens, int max_tokens,

@@ -1,6 +1,7 @@
 #include "http_session.hpp"
 
 #include <specctl/sim/openai.hpp>
+#include <specctl/sim/spec_categories.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -194,6 +195,17 @@ double accept_length(long tokens, long passes) {
 
 } // namespace
 
+namespace {
+
+nlohmann::ordered_json category_json(int category) {
+  if (category < 0) {
+    return nullptr;
+  }
+  return std::string(spec_categories()[static_cast<std::size_t>(category)].name);
+}
+
+} // namespace
+
 std::string sim_truth_body(const ServerContext& context) {
   const ServingStats& stats = *context.stats;
   nlohmann::ordered_json per_pos = nlohmann::ordered_json::array();
@@ -212,6 +224,9 @@ std::string sim_truth_body(const ServerContext& context) {
                                                 {"draft_tokens", done.verify_passes * context.draft_depth},
                                                 {"accepted_tokens", done.spec_tokens - done.verify_passes},
                                                 {"accept_length", accept_length(done.spec_tokens, done.verify_passes)},
+                                                {"cached_tokens", done.cached_tokens},
+                                                {"category", category_json(done.category)},
+                                                {"first_token_s", done.first_token_s},
                                                 {"arrival_s", done.arrival_s},
                                                 {"finish_s", done.finish_s}});
     }

@@ -1,5 +1,7 @@
 #include "http_session.hpp"
 
+#include <specctl/sim/tokenize.hpp>
+
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -148,6 +150,13 @@ void Session::dispatch() {
     get_only([&] { send_simple(200, sim_requests_body(m_context), "application/json"); });
   } else if (path == "/sim/truth") {
     get_only([&] { send_simple(200, sim_truth_body(m_context), "application/json"); });
+  } else if (path == "/tokenize" || (path == "/v1/tokenize" && engine == Engine::sglang)) {
+    // vLLM's and llama.cpp's /tokenize; SGLang serves /v1/tokenize and /tokenize (http_server.py).
+    if (method != http::verb::post) {
+      send_simple(405, R"({"detail":"Method Not Allowed"})", "application/json");
+    } else {
+      handle_tokenize();
+    }
   } else if (path == "/v1/completions") {
     post_only(Endpoint::completions);
   } else if (path == "/v1/chat/completions") {
@@ -192,10 +201,26 @@ void Session::send_llama_error(unsigned status, std::string_view type, std::stri
   send_simple(status, std::move(body), "application/json; charset=utf-8");
 }
 
+void Session::handle_tokenize() {
+  auto answer = tokenize_answer(m_context.engine, m_parser->get().body(), m_context.model->profile().context_len);
+  send_simple(answer.status, std::move(answer.body), answer.content_type);
+}
+
+std::optional<int> Session::reported_cached(const Generation& g) const {
+  // SGLang: UsageProcessor attaches prompt_tokens_details only with
+  // --enable-cache-report and a count above 0; vLLM: serving_completion/chat
+  // only with --enable-prompt-tokens-details and cached tokens.
+  const bool report = (m_context.engine == Engine::sglang && m_context.options->server.enable_cache_report) ||
+                      (m_context.engine == Engine::vllm && m_context.options->vllm.enable_prompt_tokens_details);
+  return report && g.cached_tokens > 0 ? std::optional(g.cached_tokens) : std::nullopt;
+}
+
 LlamaTimings Session::llama_timings(const Generation& g) const {
   using Ms = std::chrono::duration<double, std::milli>;
   LlamaTimings t;
-  t.prompt_n = g.request.prompt_tokens;
+  // prompt_n counts the tokens evaluated, cache_n those the slot had (server_slot_stats).
+  t.cache_n = g.cached_tokens;
+  t.prompt_n = g.request.prompt_tokens - g.cached_tokens;
   t.predicted_n = g.known;
   if (g.first_at != std::chrono::steady_clock::time_point{}) {
     t.prompt_ms = Ms(g.first_at - g.submitted).count();
@@ -339,7 +364,8 @@ void Session::handle_generation(Endpoint endpoint) {
     }
   } else {
     m_context.scheduler->submit(id, g.request.prompt_tokens, g.request.target_tokens, m_context.first_token_delay,
-                                shared_from_this());
+                                shared_from_this(), RequestKind::user,
+                                PromptShape{.keys = g.request.token_keys, .category = g.request.category});
   }
   if (g.kind == Kind::stream) {
     access_log(200);
@@ -363,6 +389,9 @@ void Session::on_emission(const Emission& emission) {
   if (g.known == 0) {
     g.first_at = now;
   }
+  if (emission.first) {
+    g.cached_tokens = emission.cached_tokens;
+  }
   g.last_at = now;
   g.known += tokens;
   g.verify_passes += emission.verify_passes;
@@ -383,7 +412,7 @@ void Session::on_emission(const Emission& emission) {
       const int known = static_cast<int>(g.known);
       const std::string body =
           g.llama ? g.llama->full_response(g.request.prompt_tokens, known, g.request.finish_reason, llama_timings(g))
-                  : g.format.full_response(g.request.prompt_tokens, known, g.request.finish_reason);
+                  : g.format.full_response(g.request.prompt_tokens, known, g.request.finish_reason, reported_cached(g));
       const bool llama = g.llama.has_value();
       generation_ended();
       send_simple(200, body, llama ? "application/json; charset=utf-8" : "application/json");
@@ -480,7 +509,7 @@ void Session::pump() {
     complete = true;
   } else if (g.emitted >= g.request.target_tokens) {
     if (g.request.include_usage) {
-      g.format.append_usage(m_payload, g.request.prompt_tokens, static_cast<int>(g.emitted));
+      g.format.append_usage(m_payload, g.request.prompt_tokens, static_cast<int>(g.emitted), reported_cached(g));
     }
     ChunkFormatter::append_done(m_payload);
     complete = true;

@@ -54,6 +54,7 @@ private:
     std::chrono::steady_clock::time_point last_at{};
     long verify_passes = 0;
     long spec_tokens = 0;
+    int cached_tokens = 0; // from the prefix cache, known with the first token
     bool counted = false; // in ServerContext::active_generations
   };
 
@@ -65,6 +66,9 @@ private:
   void handle_generation(Endpoint endpoint);
   void handle_health_generate();
   void handle_health();
+  void handle_tokenize();
+  // usage.prompt_tokens_details.cached_tokens where the engine reports it.
+  std::optional<int> reported_cached(const Generation& generation) const;
   void send_llama_error(unsigned status, std::string_view type, std::string_view message);
   LlamaTimings llama_timings(const Generation& generation) const;
   void generation_ended();

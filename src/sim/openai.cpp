@@ -1,4 +1,6 @@
 #include <specctl/sim/openai.hpp>
+#include <specctl/sim/spec_categories.hpp>
+#include <specctl/sim/tokenize.hpp>
 
 #include <specctl/util/hash.hpp>
 
@@ -29,9 +31,6 @@ constexpr int k_min_natural_tokens = 64;
 constexpr int k_natural_token_span = 960;
 // OpenAI's default for /v1/completions.
 constexpr int k_default_completion_tokens = 16;
-// Chat templates add a few tokens around every message.
-constexpr int k_tokens_per_message = 4;
-constexpr int k_tokens_per_chat = 3;
 
 std::string_view finish_text(std::optional<FinishReason> finish) {
   if (!finish) {
@@ -40,26 +39,40 @@ std::string_view finish_text(std::optional<FinishReason> finish) {
   return *finish == FinishReason::length ? "\"length\"" : "\"stop\"";
 }
 
-struct PromptInfo {
-  int tokens = 0;
-  std::uint64_t hash = 0;
-};
+// "usage":{...}: SGLang's and vLLM's UsageInfo with prompt_tokens_details only
+// when cached tokens are reported (SGLang's UsageProcessor._details_if_cached,
+// vLLM's serving code under --enable-prompt-tokens-details).
+void append_usage_json(std::string& out, int prompt_tokens, int completion_tokens, std::optional<int> cached) {
+  out += fmt::format("\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}", prompt_tokens,
+                     completion_tokens, prompt_tokens + completion_tokens);
+  if (cached) {
+    out += fmt::format(",\"prompt_tokens_details\":{{\"cached_tokens\":{}}}", *cached);
+  }
+  out += '}';
+}
 
 std::expected<PromptInfo, std::string> completion_prompt(const nlohmann::json& body) {
   if (!body.contains("prompt")) {
     return std::unexpected("field \"prompt\" is required");
   }
   const auto& prompt = body["prompt"];
+  const auto text_prompt = [](const std::string& text) {
+    return PromptInfo{approximate_tokens(text), util::fnv1a_64(text),
+                      std::make_shared<const TokenKeys>(text_token_keys(text)), text};
+  };
   if (prompt.is_string()) {
-    const auto& text = prompt.get_ref<const std::string&>();
-    return PromptInfo{approximate_tokens(text), util::fnv1a_64(text)};
+    return text_prompt(prompt.get_ref<const std::string&>());
   }
   if (prompt.is_array() && !prompt.empty() && prompt.front().is_number_integer()) {
-    return PromptInfo{static_cast<int>(prompt.size()), util::fnv1a_64(prompt.dump())};
+    TokenKeys keys;
+    for (const auto& id : prompt) {
+      keys.push_back(util::mix64(id.is_number_integer() ? static_cast<std::uint64_t>(id.get<long long>()) : 0));
+    }
+    return PromptInfo{static_cast<int>(prompt.size()), util::fnv1a_64(prompt.dump()),
+                      std::make_shared<const TokenKeys>(std::move(keys)), ""};
   }
   if (prompt.is_array() && prompt.size() == 1 && prompt.front().is_string()) {
-    const auto& text = prompt.front().get_ref<const std::string&>();
-    return PromptInfo{approximate_tokens(text), util::fnv1a_64(text)};
+    return text_prompt(prompt.front().get_ref<const std::string&>());
   }
   if (prompt.is_array() && prompt.size() > 1) {
     return std::unexpected("specsim serves one prompt per request; send a batch as separate requests");
@@ -71,13 +84,17 @@ std::expected<PromptInfo, std::string> chat_prompt(const nlohmann::json& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return std::unexpected("field \"messages\" must be a non-empty list");
   }
-  PromptInfo info{k_tokens_per_chat, 0};
+  PromptInfo info{k_chat_tokens_per_chat, 0, nullptr, ""};
   std::string all_text;
+  std::vector<ChatPart> parts;
   for (const auto& message : body["messages"]) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
       return std::unexpected("every message needs a \"role\"");
     }
-    info.tokens += k_tokens_per_message;
+    info.tokens += k_chat_tokens_per_message;
+    const auto& role = message["role"].get_ref<const std::string&>();
+    parts.push_back(ChatPart{role, all_text.size()});
+    const std::size_t start = all_text.size();
     const auto content = message.value("content", nlohmann::json());
     if (content.is_string()) {
       all_text += content.get_ref<const std::string&>();
@@ -90,9 +107,13 @@ std::expected<PromptInfo, std::string> chat_prompt(const nlohmann::json& body) {
     } else if (!content.is_null()) {
       return std::unexpected("message \"content\" must be a string or a list of parts");
     }
+    if (role == "user") {
+      info.match_text = all_text.substr(start);
+    }
   }
   info.tokens += all_text.empty() ? 0 : approximate_tokens(all_text);
   info.hash = util::fnv1a_64(all_text);
+  info.keys = std::make_shared<const TokenKeys>(chat_token_keys(parts, all_text));
   return info;
 }
 
@@ -111,6 +132,10 @@ std::expected<int, std::string> optional_int(const nlohmann::json& body, const c
 }
 
 } // namespace
+
+std::expected<PromptInfo, std::string> prompt_info(Endpoint endpoint, const nlohmann::json& body) {
+  return endpoint == Endpoint::completions ? completion_prompt(body) : chat_prompt(body);
+}
 
 int approximate_tokens(std::string_view text) {
   return std::max(1, static_cast<int>((text.size() + 3) / 4));
@@ -201,11 +226,13 @@ std::expected<GenerationRequest, std::string> parse_generation_request(Endpoint 
   if (json.contains("n") && json["n"] != 1) {
     return std::unexpected("specsim supports n = 1 only");
   }
-  auto prompt = endpoint == Endpoint::completions ? completion_prompt(json) : chat_prompt(json);
+  auto prompt = prompt_info(endpoint, json);
   if (!prompt) {
     return std::unexpected(prompt.error());
   }
   request.prompt_tokens = prompt->tokens;
+  request.token_keys = prompt->keys;
+  request.category = builtin_prompt_category(prompt->match_text);
 
   auto max_tokens = optional_int(json, "max_tokens");
   if (!max_tokens) {
@@ -278,19 +305,21 @@ void ChunkFormatter::append_tokens(std::string& out, long first, int count, std:
   out += "}]}\n\n";
 }
 
-void ChunkFormatter::append_usage(std::string& out, int prompt_tokens, int completion_tokens) const {
+void ChunkFormatter::append_usage(std::string& out, int prompt_tokens, int completion_tokens,
+                                  std::optional<int> cached) const {
   out += "data: ";
   out += m_head;
-  out += fmt::format("\"choices\":[],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}}}"
-                     "\n\n",
-                     prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+  out += "\"choices\":[],";
+  append_usage_json(out, prompt_tokens, completion_tokens, cached);
+  out += "}\n\n";
 }
 
 void ChunkFormatter::append_done(std::string& out) {
   out += "data: [DONE]\n\n";
 }
 
-std::string ChunkFormatter::full_response(int prompt_tokens, int completion_tokens, FinishReason finish) const {
+std::string ChunkFormatter::full_response(int prompt_tokens, int completion_tokens, FinishReason finish,
+                                          std::optional<int> cached) const {
   std::string out = m_head;
   if (m_endpoint == Endpoint::chat) {
     // The streaming head says chat.completion.chunk; a whole answer is a chat.completion.
@@ -304,8 +333,9 @@ std::string ChunkFormatter::full_response(int prompt_tokens, int completion_toke
   out += m_endpoint == Endpoint::chat ? "\"},\"logprobs\":null,\"finish_reason\":"
                                       : "\",\"logprobs\":null,\"finish_reason\":";
   out += finish_text(finish);
-  out += fmt::format("}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}}}",
-                     prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+  out += "}],";
+  append_usage_json(out, prompt_tokens, completion_tokens, cached);
+  out += '}';
   return out;
 }
 
@@ -334,11 +364,13 @@ std::string llama_timings_json(const LlamaTimings& t) {
 
 namespace {
 
-nlohmann::ordered_json llama_usage(int prompt_tokens, int completion_tokens) {
+// usage_json_oaicompat (tools/server/server-task.cpp): cached_tokens is the
+// slot's n_prompt_tokens_cache, the same number as timings.cache_n.
+nlohmann::ordered_json llama_usage(int prompt_tokens, int completion_tokens, long cached) {
   return nlohmann::ordered_json{{"completion_tokens", completion_tokens},
                                 {"prompt_tokens", prompt_tokens},
                                 {"total_tokens", completion_tokens + prompt_tokens},
-                                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+                                {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 std::string finish_name(FinishReason finish) {
@@ -411,7 +443,7 @@ void LlamaFormatter::append_final(std::string& out, FinishReason finish, int pro
                      {"model", m_model},
                      {"system_fingerprint", k_llama_build_info},
                      {"object", "text_completion"},
-                     {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                     {"usage", llama_usage(prompt_tokens, completion_tokens, timings.cache_n)},
                      {"id", m_id},
                      {"timings", timings_json}});
     return;
@@ -437,7 +469,7 @@ void LlamaFormatter::append_final(std::string& out, FinishReason finish, int pro
                                            {"model", m_model},
                                            {"system_fingerprint", k_llama_build_info},
                                            {"object", "chat.completion.chunk"},
-                                           {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                                           {"usage", llama_usage(prompt_tokens, completion_tokens, timings.cache_n)},
                                            {"timings", timings_json}});
 }
 
@@ -458,7 +490,7 @@ std::string LlamaFormatter::full_response(int prompt_tokens, int completion_toke
                                 {"model", m_model},
                                 {"system_fingerprint", k_llama_build_info},
                                 {"object", m_endpoint == Endpoint::completions ? "text_completion" : "chat.completion"},
-                                {"usage", llama_usage(prompt_tokens, completion_tokens)},
+                                {"usage", llama_usage(prompt_tokens, completion_tokens, timings.cache_n)},
                                 {"id", m_id},
                                 {"timings", nlohmann::ordered_json::parse(llama_timings_json(timings))}}
       .dump();

@@ -176,6 +176,16 @@ const FlagTable& sglang_table() {
        "",
        "If set, skip warmup.",
        set_to(&ServerArgs::skip_server_warmup, true)},
+      {{"--enable-cache-report"},
+       Arity::flag,
+       "",
+       "Return number of cached tokens in usage.prompt_tokens_details for each openai request.",
+       set_to(&ServerArgs::enable_cache_report, true)},
+      {{"--disable-radix-cache"},
+       Arity::flag,
+       "",
+       "Disable RadixAttention for prefix caching.",
+       set_to(&ServerArgs::disable_radix_cache, true)},
   };
   return table;
 }

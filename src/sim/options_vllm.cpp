@@ -168,6 +168,21 @@ const FlagTable& vllm_table() {
        "SERVED_MODEL_NAME",
        "The model name used in the API.",
        set<text_value>(&VllmArgs::served_model_name)},
+      {{"--enable-prompt-tokens-details"},
+       Arity::flag,
+       "",
+       "If set to True, enable prompt_tokens_details in usage.",
+       set_to(&VllmArgs::enable_prompt_tokens_details, true)},
+      {{"--enable-prefix-caching"},
+       Arity::flag,
+       "",
+       "Whether to enable prefix caching (the default).",
+       set_to(&VllmArgs::enable_prefix_caching, true)},
+      {{"--no-enable-prefix-caching"},
+       Arity::flag,
+       "",
+       "Disable prefix caching.",
+       set_to(&VllmArgs::enable_prefix_caching, false)},
   };
   return table;
 }

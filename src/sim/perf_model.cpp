@@ -1,4 +1,5 @@
 #include <specctl/sim/perf_model.hpp>
+#include <specctl/sim/spec_categories.hpp>
 
 #include <fmt/format.h>
 
@@ -159,8 +160,28 @@ PerfModel::PerfModel(const Profile& profile, Variant variant) : m_profile(&profi
     return;
   }
   const auto& spec = *m_variant.spec;
-  const int depth = std::max(0, std::min(spec.steps, spec.draft_tokens - 1));
   const double first = std::min(0.95, profile.accept_first * accept_scale(spec.algorithm));
+  AcceptModel base = accept_model(first);
+  m_accept_cdf = base.cdf;
+  m_mean_accept = base.mean;
+  // Each built-in category: the first-draft acceptance whose mean accept length is
+  // the category's ratio of the profile's, found by bisection (the mean grows with
+  // it); clamped to what the draft depth allows.
+  for (const auto& category : spec_categories()) {
+    const double target = category.accept_ratio * m_mean_accept;
+    double low = 0.0;
+    double high = 0.999;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = (low + high) / 2.0;
+      (accept_model(mid).mean < target ? low : high) = mid;
+    }
+    m_category_accept.push_back(category.accept_ratio == 1.0 ? base : accept_model((low + high) / 2.0));
+  }
+}
+
+PerfModel::AcceptModel PerfModel::accept_model(double first) const {
+  const auto& spec = *m_variant.spec;
+  const int depth = std::max(0, std::min(spec.steps, spec.draft_tokens - 1));
   // P(exactly j drafts accepted) = a_1 ... a_j (1 - a_{j+1}); topk branches
   // per position give k chances: a_i(k) = 1 - (1 - a_i)^k.
   std::vector<double> pmf;
@@ -168,20 +189,22 @@ PerfModel::PerfModel(const Profile& profile, Variant variant) : m_profile(&profi
   for (int j = 0; j <= depth; ++j) {
     double next = 0.0;
     if (j < depth) {
-      const double single = first * std::pow(profile.accept_decay, j);
+      const double single = first * std::pow(m_profile->accept_decay, j);
       next = 1.0 - std::pow(1.0 - single, spec.topk);
     }
     pmf.push_back(reach * (1.0 - next));
     reach *= next;
   }
+  AcceptModel model;
+  model.mean = 0.0;
   double cumulative = 0.0;
-  m_mean_accept = 0.0;
   for (std::size_t j = 0; j < pmf.size(); ++j) {
     cumulative += pmf[j];
-    m_accept_cdf.push_back(cumulative);
-    m_mean_accept += pmf[j] * static_cast<double>(j + 1);
+    model.cdf.push_back(cumulative);
+    model.mean += pmf[j] * static_cast<double>(j + 1);
   }
-  m_accept_cdf.back() = 1.0;
+  model.cdf.back() = 1.0;
+  return model;
 }
 
 bool PerfModel::graph_for(int batch) const {
@@ -246,17 +269,23 @@ double PerfModel::prefill_ms(int tokens, int seqs) const {
   return cost;
 }
 
-double PerfModel::mean_accept_length() const {
+double PerfModel::mean_accept_length(int category) const {
+  if (category >= 0 && static_cast<std::size_t>(category) < m_category_accept.size()) {
+    return m_category_accept[static_cast<std::size_t>(category)].mean;
+  }
   return m_mean_accept;
 }
 
-int PerfModel::accept_length_for(double u) const {
-  for (std::size_t i = 0; i < m_accept_cdf.size(); ++i) {
-    if (u < m_accept_cdf[i]) {
+int PerfModel::accept_length_for(double u, int category) const {
+  const std::vector<double>& cdf = category >= 0 && static_cast<std::size_t>(category) < m_category_accept.size()
+                                       ? m_category_accept[static_cast<std::size_t>(category)].cdf
+                                       : m_accept_cdf;
+  for (std::size_t i = 0; i < cdf.size(); ++i) {
+    if (u < cdf[i]) {
       return static_cast<int>(i) + 1;
     }
   }
-  return static_cast<int>(m_accept_cdf.size());
+  return static_cast<int>(cdf.size());
 }
 
 } // namespace specctl::sim

@@ -23,6 +23,9 @@ Scheduler::Scheduler(boost::asio::io_context& io, PerfModel model, SchedulerConf
   const auto depth = static_cast<std::size_t>(m_engine.draft_depth());
   m_stats.spec_accepted_per_pos.assign(depth, 0);
   m_stats_accepted_per_pos.assign(depth, 0);
+  if (m_config.prefix_cache.capacity_tokens > 0) {
+    m_engine.enable_prefix_cache(m_config.prefix_cache);
+  }
   if (m_config.engine == Engine::vllm) {
     schedule_stats_log();
   }
@@ -38,14 +41,14 @@ double Scheduler::model_time_at(Clock::time_point when) const {
 }
 
 void Scheduler::submit(RequestId id, int prompt_tokens, int target_tokens, std::chrono::milliseconds first_token_delay,
-                       std::shared_ptr<TokenSink> sink, RequestKind kind) {
+                       std::shared_ptr<TokenSink> sink, RequestKind kind, PromptShape shape) {
   // A request that arrives during a step joins at the step's end, as in SGLang.
   if (m_state != State::stepping) {
     m_model_now_s = std::max(m_model_now_s, model_time_at(Clock::now()));
   }
   const double arrival_s = m_state == State::stepping ? m_step_end_s : m_model_now_s;
   const double delay_s = std::chrono::duration<double>(first_token_delay).count();
-  m_engine.add(id, prompt_tokens, target_tokens, arrival_s, arrival_s + delay_s, kind);
+  m_engine.add(id, prompt_tokens, target_tokens, arrival_s, arrival_s + delay_s, kind, std::move(shape));
   m_sinks[id] = std::move(sink);
   m_stats.requests_total += 1;
   m_stats.prompt_tokens_total += std::max(1, prompt_tokens);
@@ -118,7 +121,7 @@ void Scheduler::deliver(const StepResult& step) {
   m_stats.generation_tokens_total += step.tokens;
   m_stats_generation_tokens += step.tokens;
   if (step.kind == StepKind::prefill) {
-    m_stats_prompt_tokens += step.prefill_tokens;
+    m_stats_prompt_tokens += step.prefill_tokens + step.cached_tokens;
   }
   if (step.kind == StepKind::decode && step.verify_passes > 0) {
     const long drafted = static_cast<long>(step.verify_passes) * m_engine.draft_depth();
@@ -267,9 +270,10 @@ void Scheduler::log_sglang_step(const StepResult& step) {
   const double usage = m_stats.token_usage;
   if (step.kind == StepKind::prefill) {
     m_log.scheduler(LogLevel::info,
-                    fmt::format("Prefill batch, #new-seq: {}, #new-token: {}, #cached-token: 0, token usage: {:.2f}, "
+                    fmt::format("Prefill batch, #new-seq: {}, #new-token: {}, #cached-token: {}, token usage: {:.2f}, "
                                 "#running-req: {}, #queue-req: {}, ",
-                                step.batch, step.prefill_tokens, usage, step.running_before, step.waiting_after));
+                                step.batch, step.prefill_tokens, step.cached_tokens, usage, step.running_before,
+                                step.waiting_after));
     return;
   }
   if (step.kind != StepKind::decode) {

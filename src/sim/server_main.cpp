@@ -91,6 +91,32 @@ bool env_is_off(const char* name) {
   return value != nullptr && (std::string_view(value) == "0" || lowercase(value) == "false");
 }
 
+// The engine's prefix cache: SGLang's radix cache (on unless --disable-radix-cache,
+// page_size 1 in server_args.py), vLLM's block hashes (on unless
+// --no-enable-prefix-caching; a hit is whole blocks of CacheConfig.block_size, 16),
+// llama.cpp's slot cache and its RAM prompt cache (cache_prompt on unless
+// --no-cache-prompt; with --cache-ram 0 only the -np slots keep a prompt each).
+// Capacity: --sim-prefix-cache-tokens, or the KV cache's tokens.
+PrefixCacheConfig prefix_cache_config(const Options& options, long kv_tokens) {
+  constexpr int k_vllm_block_size = 16;
+  PrefixCacheConfig config;
+  config.capacity_tokens = options.sim.prefix_cache_tokens > 0 ? options.sim.prefix_cache_tokens : kv_tokens;
+  switch (options.engine) {
+  case Engine::sglang:
+    config.capacity_tokens = options.server.disable_radix_cache ? 0 : config.capacity_tokens;
+    break;
+  case Engine::vllm:
+    config.capacity_tokens = options.vllm.enable_prefix_caching ? config.capacity_tokens : 0;
+    config.block = k_vllm_block_size;
+    break;
+  case Engine::llamacpp:
+    config.capacity_tokens = options.llama.cache_prompt ? config.capacity_tokens : 0;
+    config.max_entries = options.llama.cache_ram_mib == 0 ? std::max(1, options.llama.parallel) : 0;
+    break;
+  }
+  return config;
+}
+
 double env_seconds(const char* name, double fallback) {
   const char* value = std::getenv(name);
   if (value == nullptr) {
@@ -285,7 +311,8 @@ int run_server(const Options& options) {
                                       .kv_capacity_tokens = memory.kv_tokens,
                                       .engine = engine,
                                       .stats_interval_s = env_seconds("VLLM_LOG_STATS_INTERVAL", 10.0),
-                                      .slots = options.llama.parallel},
+                                      .slots = options.llama.parallel,
+                                      .prefix_cache = prefix_cache_config(options, memory.kv_tokens)},
                       log, stats);
   }
   ServerContext context;

@@ -200,7 +200,7 @@ Loaded load_text(const std::string& body) {
 
 } // namespace
 
-TEST_CASE("repeats: 3 by default when variants are compared, else 1; the default timeout follows") {
+TEST_CASE("repeats: 3 by default when variants are compared, else 1, the default timeout follows") {
   const std::string benchmarks = "benchmarks:\n"
                                  "  - {name: par, kind: concurrency, levels: [1, 4]}\n"
                                  "  - {name: open, kind: rate, rates: [2], duration: 10s, repeats: 2}\n"
@@ -297,4 +297,55 @@ TEST_CASE("the A/A repeat: report.noise and repeat_of") {
           "one by that name\n"
           "sweep.yaml:10:35: report.max_failed: max_failed is a share of a measurement's requests: at most 100%\n");
   }
+}
+
+TEST_CASE("prompts: workload sources, read and checked before anything launches") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path();
+  const fs::path data = dir / ("specctl-test-workload-" + std::to_string(getpid()) + ".jsonl");
+  std::ofstream(data) << "{\"prompt\": \"one\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"two\"}]}\n";
+  const std::string file = data.filename().string();
+  SUBCASE("every source, described; random and shared_prefix sent verbatim") {
+    auto ok = load_text("variants: [{name: a}]\nbenchmarks:\n"
+                        "  - {name: j, kind: single_stream, endpoint: chat, prompts: {jsonl: {file: " + file +
+                        ", seed: 4}}}\n"
+                        "  - {name: r, kind: concurrency, levels: [1], prompts: {random: {input_tokens: 100, "
+                        "output_tokens: 10, num_prompts: 4}}}\n"
+                        "  - {name: g, kind: concurrency, levels: [1], prompts: {shared_prefix: {groups: 2, "
+                        "per_group: 2, system_tokens: 50, question_tokens: 5, output_tokens: 5}}}\n"
+                        "  - {name: s, kind: single_stream, prompts: specdec}\n"
+                        "  - {name: r2, kind: single_stream, unique_prompts: true, prompts: {random: {}}}\n");
+    REQUIRE(ok.messages.empty());
+    const auto& j = *ok.experiment.find_benchmark("j");
+    REQUIRE(j.prompts.workload.has_value());
+    CHECK(std::get<specctl::bench::JsonlSpec>(*j.prompts.workload).file == data.string());
+    CHECK(std::get<specctl::bench::JsonlSpec>(*j.prompts.workload).seed == 4);
+    CHECK(j.prompts.chat);
+    CHECK(j.unique_prompts);
+    CHECK_FALSE(ok.experiment.find_benchmark("r")->unique_prompts);
+    CHECK_FALSE(ok.experiment.find_benchmark("g")->unique_prompts);
+    CHECK(ok.experiment.find_benchmark("r2")->unique_prompts);
+    CHECK(ok.experiment.find_benchmark("s")->prompts.describe() == "specdec: all prompts, 8 categories (seed 0)");
+  }
+  SUBCASE("mistakes are one line each, at their key") {
+    auto bad = load_text("variants: [{name: a}]\nbenchmarks:\n"
+                         "  - {name: j, kind: single_stream, prompts: {jsonl: {file: " + file + "}}}\n"
+                         "  - {name: m, kind: single_stream, prompts: {sharegpt: {file: missing.json}}}\n"
+                         "  - {name: k, kind: single_stream, prompts: {random: {input_tokns: 5}}}\n"
+                         "  - {name: n, kind: single_stream, prompts: {jsonl: {file: " + file +
+                         ", num_prompts: 3}}}\n"
+                         "  - {name: d, kind: single_stream, prompts: {specdec: {categories: [cod]}}}\n");
+    CHECK(bad.messages ==
+          "sweep.yaml:5:45: benchmarks[0].prompts: the dataset holds chats (messages): they need endpoint: chat\n"
+          "sweep.yaml:6:63: benchmarks[1].prompts.sharegpt.file: dataset file \"" + (dir / "missing.json").string() +
+              "\" does not exist\n"
+          "sweep.yaml:7:55: unknown key \"input_tokns\" in benchmarks[2].prompts.random (did you mean "
+          "\"input_tokens\"?)\n"
+          "sweep.yaml:8:53: benchmarks[3].prompts.jsonl: " + data.string() +
+              ": 2 requests in the file, fewer than num_prompts 3\n"
+          "sweep.yaml:9:55: benchmarks[4].prompts.specdec: specdec: unknown category \"cod\" (did you mean "
+          "\"code\"?) (the categories: conversation, code, math, summarisation, translation, reasoning, "
+          "extraction, writing)\n");
+  }
+  fs::remove(data);
 }

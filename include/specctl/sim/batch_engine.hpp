@@ -1,6 +1,7 @@
 #pragma once
 
 #include <specctl/sim/perf_model.hpp>
+#include <specctl/sim/prefix_cache.hpp>
 
 #include <cstdint>
 #include <deque>
@@ -28,6 +29,15 @@ struct Emission {
   // Verify passes behind these tokens (1 for a speculative decode step, else 0):
   // tokens - verify_passes drafts were accepted.
   int verify_passes = 0;
+  // On the first emission: prompt tokens the prefix cache served.
+  int cached_tokens = 0;
+};
+
+// What a request's prompt is beyond its length: its token keys for the prefix
+// cache (none: never cached) and its built-in spec-decode category (-1: none).
+struct PromptShape {
+  SharedTokenKeys keys{};
+  int category = -1;
 };
 
 // A finished request's timeline in model seconds.
@@ -43,6 +53,8 @@ struct CompletedRequest {
   // drafts = spec_tokens - verify_passes; drafted = verify_passes x depth).
   long verify_passes = 0;
   long spec_tokens = 0;
+  int cached_tokens = 0;
+  int category = -1;
 };
 
 enum class StepKind { idle, prefill, decode };
@@ -51,7 +63,8 @@ struct StepResult {
   StepKind kind = StepKind::idle;
   double duration_s = 0.0;
   int batch = 0;
-  int prefill_tokens = 0;
+  int prefill_tokens = 0; // computed: prompt tokens less the cached ones
+  int cached_tokens = 0;
   int tokens = 0;
   // Request-verify passes of a speculative step (accept length = tokens / this).
   int verify_passes = 0;
@@ -75,7 +88,10 @@ public:
 
   // not_before_s delays the request's prefill (the slow-first-token fault).
   void add(RequestId id, int prompt_tokens, int target_tokens, double arrival_s, double not_before_s,
-           RequestKind kind = RequestKind::user);
+           RequestKind kind = RequestKind::user, PromptShape shape = {});
+  // Serves prompts' shared leading tokens from a prefix cache: a prefill computes
+  // (and is charged for) only the rest.
+  void enable_prefix_cache(PrefixCacheConfig config);
   bool cancel(RequestId id);
 
   // Plans and prices one step starting at now_s; its emissions take effect at
@@ -109,6 +125,8 @@ private:
     long verify_passes = 0;
     long spec_tokens = 0;
     RequestKind kind = RequestKind::user;
+    PromptShape shape{};
+    int cached_tokens = 0;
   };
 
   StepResult prefill(double now_s);
@@ -120,6 +138,7 @@ private:
   std::mt19937_64 m_rng;
   std::deque<Entry> m_waiting;
   std::vector<Entry> m_running;
+  std::optional<PrefixCache> m_cache;
 };
 
 // A closed batch of `concurrency` identical requests, all sent at once, run in

@@ -1,6 +1,9 @@
 #pragma once
 
 #include <specctl/sim/batch_engine.hpp>
+#include <specctl/sim/prefix_cache.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <expected>
@@ -26,7 +29,29 @@ struct GenerationRequest {
   // EOS" first (only without ignore_eos), and why it stops.
   int target_tokens = 16;
   FinishReason finish_reason = FinishReason::length;
+  // One key per prompt token, for the prefix cache.
+  SharedTokenKeys token_keys{};
+  // The built-in spec-decode category the prompt (or last user message) ends with; -1: none.
+  int category = -1;
 };
+
+// Chat templates add a few tokens around every message and the conversation.
+inline constexpr int k_chat_tokens_per_message = 4;
+inline constexpr int k_chat_tokens_per_chat = 3;
+
+// A prompt as specsim counts it: usage.prompt_tokens, a hash for the natural
+// output length, a key per token, and the text a built-in prompt is matched
+// against (the prompt, or the last user message of a chat).
+struct PromptInfo {
+  int tokens = 0;
+  std::uint64_t hash = 0;
+  SharedTokenKeys keys{};
+  std::string match_text{};
+};
+
+// The prompt of a completions body ("prompt") or a chat body ("messages"); the
+// error is the message of a 400 answer. /tokenize counts with the same code.
+std::expected<PromptInfo, std::string> prompt_info(Endpoint endpoint, const nlohmann::json& body);
 
 // Parses a request body. The error is the message of a 400 answer.
 std::expected<GenerationRequest, std::string> parse_generation_request(Endpoint endpoint, std::string_view body,
@@ -60,11 +85,14 @@ public:
   // One event carrying tokens [first, first + count); a finish reason on the last.
   void append_tokens(std::string& out, long first, int count, std::optional<FinishReason> finish) const;
   // The include_usage chunk: "choices": [] and the token counts.
-  void append_usage(std::string& out, int prompt_tokens, int completion_tokens) const;
+  // `cached`: usage.prompt_tokens_details.cached_tokens, when the engine reports it.
+  void append_usage(std::string& out, int prompt_tokens, int completion_tokens,
+                    std::optional<int> cached = std::nullopt) const;
   static void append_done(std::string& out);
 
   // The whole non-streaming response body.
-  std::string full_response(int prompt_tokens, int completion_tokens, FinishReason finish) const;
+  std::string full_response(int prompt_tokens, int completion_tokens, FinishReason finish,
+                            std::optional<int> cached = std::nullopt) const;
 
 private:
   Endpoint m_endpoint;

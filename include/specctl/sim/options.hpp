@@ -52,6 +52,10 @@ struct ServerArgs {
   bool enable_metrics = false;
   int decode_log_interval = 40;
   bool skip_server_warmup = false;
+  // --enable-cache-report: usage.prompt_tokens_details.cached_tokens.
+  bool enable_cache_report = false;
+  // --disable-radix-cache: no prefix cache (SGLang's radix cache is on by default).
+  bool disable_radix_cache = false;
 };
 
 // vLLM-only flags, kept as given (the JSON ones are also mapped onto ServerArgs).
@@ -61,6 +65,8 @@ struct VllmArgs {
   std::string speculative_method;  // "eagle3", "mtp", ... from the JSON
   std::optional<int> max_num_seqs; // --max-num-seqs
   std::string served_model_name;   // --served-model-name
+  bool enable_prompt_tokens_details = false; // --enable-prompt-tokens-details
+  bool enable_prefix_caching = true;         // --[no-]enable-prefix-caching (on in V1)
 };
 
 // llama.cpp `llama-server` flags (common/arg.cpp at 3f545bec), with its defaults.
@@ -75,6 +81,8 @@ struct LlamaArgs {
   bool metrics = false;
   bool warmup = true;
   std::string alias; // -a/--alias: the served model name
+  bool cache_prompt = true; // --[no-]cache-prompt
+  int cache_ram_mib = 8192; // -cram/--cache-ram: the prompt cache beyond the slots; 0: none
   // Speculation runs only with a draft model and the draft-simple type.
   bool speculates() const;
 };
@@ -90,6 +98,8 @@ struct SimArgs {
   // SGLang's single-threaded loader bar ("Loading safetensors checkpoint
   // shards") instead of the default multi-threaded one (--sim-loader).
   bool single_thread_loader = false;
+  // The prefix cache's capacity in tokens (--sim-prefix-cache-tokens); 0: the KV cache's.
+  long prefix_cache_tokens = 0;
 };
 
 struct Options {

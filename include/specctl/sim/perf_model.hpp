@@ -109,10 +109,12 @@ public:
   double prefill_ms(int tokens, int seqs) const;
 
   // Tokens one request gains per verify pass: accepted drafts + the bonus token.
-  double mean_accept_length() const;
+  // `category` is an index in spec_categories() (a built-in prompt's task) or -1
+  // for any other prompt, which gets the profile's own acceptance.
+  double mean_accept_length(int category = -1) const;
   int max_accept_length() const { return static_cast<int>(m_accept_cdf.size()); }
   // Inverse CDF of the accept length, for u in [0, 1).
-  int accept_length_for(double u) const;
+  int accept_length_for(double u, int category = -1) const;
 
 private:
   enum class Pass { decode_graph, other };
@@ -121,8 +123,17 @@ private:
 
   const Profile* m_profile;
   Variant m_variant;
+  struct AcceptModel {
+    std::vector<double> cdf{}; // P(accept length <= i + 1)
+    double mean = 1.0;
+  };
+  AcceptModel accept_model(double first) const;
+
   std::vector<double> m_accept_cdf; // P(accept length <= i + 1)
   double m_mean_accept = 1.0;
+  // Per spec_categories() entry: the first-draft acceptance rescaled so the mean
+  // accept length is the category's ratio times the profile's.
+  std::vector<AcceptModel> m_category_accept;
 };
 
 } // namespace specctl::sim

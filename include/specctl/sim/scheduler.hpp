@@ -36,6 +36,8 @@ struct SchedulerConfig {
   double stats_interval_s = 10.0;
   // llama.cpp's slots (-np), for the slot id of its per-request lines.
   int slots = 4;
+  // The engine's prefix cache; capacity 0: off.
+  PrefixCacheConfig prefix_cache{};
 };
 
 // Steps the BatchEngine in real time on the server's event loop: each step's
@@ -50,7 +52,7 @@ public:
   // Queues a request; the sink hears every token. first_token_delay is model
   // time (the slow-first-token fault).
   void submit(RequestId id, int prompt_tokens, int target_tokens, std::chrono::milliseconds first_token_delay,
-              std::shared_ptr<TokenSink> sink, RequestKind kind = RequestKind::user);
+              std::shared_ptr<TokenSink> sink, RequestKind kind = RequestKind::user, PromptShape shape = {});
   // Forgets a request whose client went away.
   void cancel(RequestId id);
 
