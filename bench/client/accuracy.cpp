@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     return b;
   });
   RunOptions options;
-  options.prompts = seed_prompts();
+  options.prompts = plain_requests(seed_prompts());
   options.request.max_tokens = tokens;
   options.request.timeout = k_request_timeout;
   options.warmup = 0;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   const int streams = std::atoi(argv[2]);
   const int requests = std::atoi(argv[3]);
   RunOptions options;
-  options.prompts = seed_prompts();
+  options.prompts = plain_requests(seed_prompts());
   options.request.max_tokens = std::atoi(argv[4]);
   options.request.endpoint = argc > 5 && std::string(argv[5]) == "chat" ? Endpoint::chat : Endpoint::completions;
   options.request.timeout = k_request_timeout;

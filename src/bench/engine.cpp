@@ -49,8 +49,8 @@ EpollFd::~EpollFd() {
 
 Engine::Engine(const Target& target, const RunOptions& options, int max_streams, http::FdLimit fd_limit)
     : m_target(target), m_options(options), m_url(target.url + std::string(endpoint_path(options.request.endpoint))) {
-  if (options.prompts.empty()) {
-    throw Error("the benchmark has no prompts", ErrorKind::bad_input);
+  if (auto problem = check_requests(options.request, options.prompts); !problem.empty()) {
+    throw Error(problem, ErrorKind::bad_input);
   }
   max_streams = std::max(max_streams, 1);
   if (auto limit = http::ensure_fd_limit(static_cast<std::size_t>(max_streams) + k_spare_descriptors, fd_limit);
@@ -137,11 +137,14 @@ void Engine::start(const std::string& phase, int index, Clock::time_point level_
   }
   const int prompt = index % static_cast<int>(m_options.prompts.size());
   const auto at = static_cast<std::size_t>(prompt);
+  const WorkloadRequest& request = m_options.prompts[at];
   std::string body = m_options.unique_prompts
-                         ? build_body(m_options.request, m_target.model,
-                                      unique_prefix(m_options.prompt_tag, phase, index) + m_options.prompts[at])
+                         ? build_body(m_options.request, m_target.model, request,
+                                      unique_prefix(m_options.prompt_tag, phase, index))
                          : m_bodies[at];
   stream->begin(std::move(body), index, prompt, level_start, intended, origin);
+  stream->label(request.id, request.category, request.input_tokens,
+                request.output_tokens > 0 ? request.output_tokens : m_options.request.max_tokens);
   if (CURLMcode rc = curl_multi_add_handle(m_multi.get(), stream->handle()); rc != CURLM_OK) {
     throw Error(fmt::format("curl_multi_add_handle failed: {}", curl_multi_strerror(rc)));
   }

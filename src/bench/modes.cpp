@@ -13,8 +13,8 @@ namespace specctl::bench {
 namespace {
 
 void check_common(const RunOptions& options) {
-  if (options.prompts.empty()) {
-    throw Error("the benchmark has no prompts", ErrorKind::bad_input);
+  if (auto problem = check_requests(options.request, options.prompts); !problem.empty()) {
+    throw Error(problem, ErrorKind::bad_input);
   }
   if (options.request.max_tokens < 1) {
     throw Error(fmt::format("max_tokens must be at least 1, not {}", options.request.max_tokens), ErrorKind::bad_input);

@@ -1,9 +1,11 @@
 #include <specctl/bench/prompts.hpp>
+#include <specctl/util/sha256.hpp>
 
 #include <specctl/util/text.hpp>
 
 #include <charconv>
 #include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -86,6 +88,8 @@ std::string PromptSource::describe() const {
     return fmt::format("synthetic {} tokens x {}", input_tokens, count);
   case PromptKind::inline_texts:
     return fmt::format("{} inline prompt{}", texts.size(), texts.size() == 1 ? "" : "s");
+  case PromptKind::workload:
+    return workload ? bench::describe(*workload) : "no workload";
   }
   return "seeds";
 }
@@ -221,8 +225,44 @@ std::expected<std::vector<std::string>, Error> load_prompts(const PromptSource& 
       return std::unexpected(Error("the list of prompts is empty", ErrorKind::bad_input));
     }
     return source.texts;
+  case PromptKind::workload:
+    return std::unexpected(Error("a workload source has requests, not plain prompts", ErrorKind::bad_input));
   }
   return seed_prompts();
+}
+
+std::expected<Workload, Error> load_workload(const PromptSource& source) {
+  if (source.kind == PromptKind::workload) {
+    if (!source.workload) {
+      return std::unexpected(Error("the benchmark has no workload", ErrorKind::bad_input));
+    }
+    return make_workload(*source.workload);
+  }
+  auto texts = load_prompts(source);
+  if (!texts) {
+    return std::unexpected(texts.error());
+  }
+  Workload workload;
+  workload.requests = plain_requests(*texts);
+  Provenance& p = workload.provenance;
+  p.source = source.kind == PromptKind::long_set       ? "long"
+             : source.kind == PromptKind::file         ? "file"
+             : source.kind == PromptKind::synthetic    ? "synthetic"
+             : source.kind == PromptKind::inline_texts ? "inline"
+                                                       : "seeds";
+  if (source.kind == PromptKind::file) {
+    p.path = source.path;
+    std::error_code ec;
+    p.size = std::filesystem::file_size(source.path, ec);
+    if (auto digest = util::sha256_file(source.path)) {
+      p.sha256 = *digest;
+    }
+  }
+  p.available = workload.requests.size();
+  for (const auto& r : workload.requests) {
+    p.ids.push_back(r.id);
+  }
+  return workload;
 }
 
 } // namespace specctl::bench

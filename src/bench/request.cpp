@@ -36,15 +36,37 @@ std::string_view endpoint_path(Endpoint endpoint) {
   return endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
 }
 
-std::string build_body(const RequestOptions& options, std::string_view model, std::string_view prompt) {
+std::string build_body(const RequestOptions& options, std::string_view model, const WorkloadRequest& request,
+                       std::string_view unique) {
   nlohmann::json body;
   body["model"] = model;
-  if (options.endpoint == Endpoint::chat) {
-    body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
+  if (!request.messages.empty()) {
+    // The unique text goes before the last user turn: system prompts and earlier turns
+    // are what a workload shares.
+    std::size_t at = request.messages.size() - 1;
+    for (std::size_t i = request.messages.size(); i-- > 0;) {
+      if (request.messages[i].role == "user") {
+        at = i;
+        break;
+      }
+    }
+    nlohmann::json messages = nlohmann::json::array();
+    for (std::size_t i = 0; i < request.messages.size(); ++i) {
+      const auto& m = request.messages[i];
+      messages.push_back({{"role", m.role}, {"content", i == at ? std::string(unique) + m.content : m.content}});
+    }
+    body["messages"] = std::move(messages);
   } else {
-    body["prompt"] = prompt;
+    const std::size_t shared = std::min(request.shared_bytes, request.prompt.size());
+    std::string prompt = request.prompt;
+    prompt.insert(shared, unique);
+    if (options.endpoint == Endpoint::chat) {
+      body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", std::move(prompt)}}});
+    } else {
+      body["prompt"] = std::move(prompt);
+    }
   }
-  body["max_tokens"] = options.max_tokens;
+  body["max_tokens"] = request.output_tokens > 0 ? request.output_tokens : options.max_tokens;
   body["temperature"] = options.temperature;
   body["ignore_eos"] = options.ignore_eos;
   body["stream"] = true;
@@ -56,6 +78,22 @@ std::string build_body(const RequestOptions& options, std::string_view model, st
     body["stream_options"] = stream_options;
   }
   return body.dump();
+}
+
+std::string check_requests(const RequestOptions& options, const std::vector<WorkloadRequest>& requests) {
+  if (requests.empty()) {
+    return "the benchmark has no prompts";
+  }
+  for (const auto& r : requests) {
+    if (!r.messages.empty() && options.endpoint != Endpoint::chat) {
+      return fmt::format("prompt {} is a chat (messages): it needs the chat endpoint (endpoint: chat, --endpoint chat)",
+                         r.id);
+    }
+    if (r.messages.empty() && r.prompt.empty()) {
+      return fmt::format("prompt {} is empty", r.id);
+    }
+  }
+  return {};
 }
 
 std::expected<std::string, Error> query_model(const std::string& base_url, const std::string& api_key) {

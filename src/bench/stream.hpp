@@ -41,6 +41,14 @@ public:
   void begin(std::string body, int index, int prompt, Clock::time_point level_start, Clock::time_point intended,
              Origin origin);
 
+  // Which prompt of the workload the request sends, its target length, and the max_tokens it asks for.
+  void label(std::string id, std::string category, int input_tokens, int max_tokens) {
+    m_record.prompt_id = std::move(id);
+    m_record.category = std::move(category);
+    m_record.input_tokens = input_tokens;
+    m_record.max_tokens = max_tokens;
+  }
+
   // True when the transfer ended before any byte of an answer came on a
   // connection that broke (closed by the server before or as the request was
   // written), and a fresh connection may be tried: then it re-arms the handle

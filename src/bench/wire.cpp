@@ -180,6 +180,10 @@ json to_wire(const RequestRecord& r) {
   }
   return {{"index", r.index},
           {"prompt", r.prompt},
+          {"prompt_id", r.prompt_id},
+          {"category", r.category},
+          {"input_tokens", r.input_tokens},
+          {"max_tokens", r.max_tokens},
           {"start_s", real(r.start_s)},
           {"send_lag_ms", real(r.send_lag_ms)},
           {"failure", r.failure ? json(failure_name(*r.failure)) : json(nullptr)},
@@ -207,6 +211,10 @@ RequestRecord record_from_wire(const json& j) {
   RequestRecord r;
   r.index = int_at<int>(j, "index");
   r.prompt = int_at<int>(j, "prompt");
+  r.prompt_id = string_at(j, "prompt_id");
+  r.category = string_at(j, "category");
+  r.input_tokens = int_at<int>(j, "input_tokens");
+  r.max_tokens = int_at<int>(j, "max_tokens");
   r.start_s = real_at(j, "start_s");
   r.send_lag_ms = real_at(j, "send_lag_ms");
   r.failure = failure_from(at(j, "failure"));

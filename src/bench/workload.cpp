@@ -242,6 +242,58 @@ nlohmann::ordered_json Provenance::to_json() const {
   return json;
 }
 
+std::vector<WorkloadRequest> plain_requests(const std::vector<std::string>& texts) {
+  std::vector<WorkloadRequest> requests;
+  requests.reserve(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    requests.push_back(WorkloadRequest{.id = std::to_string(i + 1), .prompt = texts[i]});
+  }
+  return requests;
+}
+
+nlohmann::json request_to_json(const WorkloadRequest& request) {
+  nlohmann::json messages = nlohmann::json::array();
+  for (const auto& m : request.messages) {
+    messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  return {{"id", request.id},
+          {"category", request.category},
+          {"prompt", request.prompt},
+          {"messages", std::move(messages)},
+          {"input_tokens", request.input_tokens},
+          {"output_tokens", request.output_tokens},
+          {"group", request.group},
+          {"shared_bytes", request.shared_bytes}};
+}
+
+WorkloadRequest request_from_json(const nlohmann::json& j) {
+  auto field = [&](const char* key, auto check, const char* type) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key) || !check(j[key])) {
+      throw Error(fmt::format("a workload request's \"{}\" is missing or not {}", key, type), ErrorKind::bad_input);
+    }
+    return j[key];
+  };
+  const auto is_string = [](const nlohmann::json& v) { return v.is_string(); };
+  const auto is_int = [](const nlohmann::json& v) { return v.is_number_integer(); };
+  WorkloadRequest r;
+  r.id = field("id", is_string, "a string").get<std::string>();
+  r.category = field("category", is_string, "a string").get<std::string>();
+  r.prompt = field("prompt", is_string, "a string").get<std::string>();
+  for (const auto& m : field("messages", [](const nlohmann::json& v) { return v.is_array(); }, "a list")) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      throw Error("a workload request's message is not {\"role\", \"content\"}", ErrorKind::bad_input);
+    }
+    r.messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  r.input_tokens = field("input_tokens", is_int, "an integer").get<int>();
+  r.output_tokens = field("output_tokens", is_int, "an integer").get<int>();
+  r.group = field("group", is_int, "an integer").get<int>();
+  r.shared_bytes = field("shared_bytes", [](const nlohmann::json& v) { return v.is_number_unsigned(); },
+                         "a count").get<std::size_t>();
+  return r;
+}
+
 std::expected<Workload, Error> make_workload(const WorkloadSpec& spec) {
   return std::visit([](const auto& one) { return make_workload(one); }, spec);
 }

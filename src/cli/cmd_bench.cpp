@@ -3,6 +3,7 @@
 #include <specctl/bench/bench.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
+#include <specctl/experiment/workload_spec.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
 
@@ -40,6 +41,7 @@ struct BenchOptions {
   bool continuous_usage = false;
   bool no_usage = false;
   std::string prompts = "seeds";
+  std::string dataset;
   bool same_prompts = false;
   int warmup = 1;
   std::string timeout = "10m";
@@ -152,12 +154,19 @@ int run_bench(const BenchOptions& o) {
   if (!source) {
     throw source.error();
   }
-  auto prompts = bench::load_prompts(*source);
-  if (!prompts) {
-    throw prompts.error();
+  if (!o.dataset.empty()) {
+    source->kind = bench::PromptKind::workload;
+    source->workload = experiment::parse_workload_text(o.dataset, ".");
   }
-  common.prompts = std::move(*prompts);
-  common.unique_prompts = !o.same_prompts;
+  auto workload = bench::load_workload(*source);
+  if (!workload) {
+    throw workload.error();
+  }
+  for (const auto& note : workload->notes) {
+    std::cerr << "specctl bench: " << note << '\n';
+  }
+  common.prompts = std::move(workload->requests);
+  common.unique_prompts = !o.same_prompts && !(source->workload && experiment::exact_lengths(*source->workload));
   // The server outlives this invocation: the time keeps its prefixes apart from an earlier run's, still cached.
   common.prompt_tag = fmt::format(
       "bench {}",
@@ -260,6 +269,12 @@ Action setup_bench(CLI::App& command) {
                    "Send no stream_options (for servers that refuse it); tokens are then counted from chunks");
   command.add_option("--prompts", o->prompts, "seeds (= builtin), long, synthetic:N (N input tokens), or a file")
       ->default_str("seeds");
+  command
+      .add_option("--dataset", o->dataset,
+                  "A workload, written as in an experiment's prompts: specdec, '{sharegpt: {file: F, num_prompts: N}}', "
+                  "'{jsonl: {file: F}}', '{random: {input_tokens: N, output_tokens: N}}', '{shared_prefix: {...}}' "
+                  "(docs/bench.md)")
+      ->excludes("--prompts");
   command.add_flag("--same-prompts", o->same_prompts,
                    "Send each prompt as it is (by default every request's prompt starts with a prefix of its own, "
                    "so no answer comes from the server's prefix cache)");

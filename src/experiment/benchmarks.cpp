@@ -1,4 +1,5 @@
 #include "layer.hpp"
+#include <specctl/experiment/workload_spec.hpp>
 
 #include <specctl/util/text.hpp>
 
@@ -47,8 +48,11 @@ std::vector<std::string> keys_for(const std::string& kind) {
 
 void parse_prompts(const util::YamlField& field, const std::string& experiment_dir, PromptSpec& prompts) {
   if (field.is_scalar()) {
-    auto name = field.as_choice({"seeds", "long"});
-    if (name) {
+    auto name = field.as_choice({"seeds", "long", "specdec"});
+    if (name && *name == "specdec") {
+      prompts.workload = parse_workload(field, *name, experiment_dir, &prompts.chat);
+      prompts.builtin.clear();
+    } else if (name) {
       prompts.builtin = *name;
     }
     return;
@@ -67,9 +71,18 @@ void parse_prompts(const util::YamlField& field, const std::string& experiment_d
   if (!field.expect_map()) {
     return;
   }
-  field.check_keys({"file", "input_tokens"});
+  for (const auto& name : workload_source_names()) {
+    if (auto source = field[name]; source.present()) {
+      field.check_keys({name});
+      prompts.workload = parse_workload(source, name, experiment_dir, &prompts.chat);
+      prompts.builtin.clear();
+      return;
+    }
+  }
+  field.check_keys({"file", "input_tokens", "sharegpt", "jsonl", "random", "shared_prefix", "specdec"});
   if (field["file"].present() == field["input_tokens"].present()) {
-    field.error("give prompts as seeds, long, a list, {file: PATH} or {input_tokens: N}");
+    field.error("give prompts as seeds, long, specdec, a list, {file: PATH}, {input_tokens: N}, or one of "
+                "{sharegpt: ...}, {jsonl: ...}, {random: ...}, {shared_prefix: ...}, {specdec: ...}");
     return;
   }
   prompts.builtin.clear();
@@ -259,6 +272,13 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   if (auto v = field["prompts"]; v.present()) {
     parse_prompts(v, experiment_dir, spec.prompts);
   }
+  if (spec.prompts.chat && spec.endpoint != Endpoint::chat) {
+    field["prompts"].error("the dataset holds chats (messages): they need endpoint: chat");
+  }
+  if (spec.prompts.workload && exact_lengths(*spec.prompts.workload) && !field["unique_prompts"].present()) {
+    spec.unique_prompts = false;
+  }
+
   if (auto v = field["client"]; v.present()) {
     if (auto place = v.as_choice(k_client_places)) {
       spec.client = *place == "local" ? ClientWhere::local : ClientWhere::host;

@@ -27,6 +27,9 @@ int BenchmarkSpec::requests_at(int level) const {
 }
 
 std::string PromptSpec::describe() const {
+  if (workload) {
+    return bench::describe(*workload);
+  }
   if (!inline_prompts.empty()) {
     return fmt::format("{} prompts given inline", inline_prompts.size());
   }

@@ -17,7 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int k_job_version = 2;
+// 3: prompts are workload requests (id, category, prompt or messages, lengths), not texts.
+constexpr int k_job_version = 3;
 
 const char* mode_name(BenchJob::Mode mode) {
   switch (mode) {
@@ -37,6 +38,14 @@ template <typename T> T field(const json& j, const char* key) {
   } catch (const json::exception& e) {
     throw Error(fmt::format("bench job: field \"{}\": {}", key, e.what()), ErrorKind::bad_input);
   }
+}
+
+json prompts_json(const std::vector<bench::WorkloadRequest>& prompts) {
+  json out = json::array();
+  for (const auto& p : prompts) {
+    out.push_back(bench::request_to_json(p));
+  }
+  return out;
 }
 
 // The result document's frame; the mode's figures are added to it.
@@ -86,7 +95,7 @@ json to_json(const BenchJob& job) {
             {"timeout_ms", job.request.timeout.count()},
             {"connect_timeout_ms", job.request.connect_timeout.count()},
             {"idle_timeout_ms", job.request.idle_timeout.count()}}},
-          {"prompts", job.prompts},
+          {"prompts", prompts_json(job.prompts)},
           {"unique_prompts", job.unique_prompts},
           {"prompt_tag", job.prompt_tag},
           {"warmup", job.warmup},
@@ -133,7 +142,13 @@ BenchJob bench_job_from_json(const json& j) {
   job.request.timeout = std::chrono::milliseconds(field<std::int64_t>(request, "timeout_ms"));
   job.request.connect_timeout = std::chrono::milliseconds(field<std::int64_t>(request, "connect_timeout_ms"));
   job.request.idle_timeout = std::chrono::milliseconds(field<std::int64_t>(request, "idle_timeout_ms"));
-  job.prompts = field<std::vector<std::string>>(j, "prompts");
+  const json& prompts = j.at("prompts");
+  if (!prompts.is_array()) {
+    throw Error("the bench job's \"prompts\" is not a list", ErrorKind::bad_input);
+  }
+  for (const json& p : prompts) {
+    job.prompts.push_back(bench::request_from_json(p));
+  }
   job.unique_prompts = field<bool>(j, "unique_prompts");
   job.prompt_tag = field<std::string>(j, "prompt_tag");
   job.warmup = field<int>(j, "warmup");

@@ -62,6 +62,9 @@ bench::PromptSource prompt_source(const experiment::PromptSpec& spec, const std:
   } else if (!spec.inline_prompts.empty()) {
     source.kind = bench::PromptKind::inline_texts;
     source.texts = spec.inline_prompts;
+  } else if (spec.workload) {
+    source.kind = bench::PromptKind::workload;
+    source.workload = spec.workload;
   } else if (spec.builtin == "long") {
     source.kind = bench::PromptKind::long_set;
   }
@@ -123,18 +126,25 @@ std::string first_error(const bench::LevelResult& level) {
 
 } // namespace
 
-bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& spec, const std::string& label) {
+bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& spec, const std::string& label,
+                                             ordered* workload) {
   bench::RunOptions common;
   common.request.endpoint = to_bench(spec.endpoint);
   common.request.max_tokens = spec.max_tokens;
   common.request.ignore_eos = spec.ignore_eos;
   common.request.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(spec.idle_timeout);
   auto base = std::filesystem::path(m_s.experiment.file).parent_path();
-  auto prompts = bench::load_prompts(prompt_source(spec.prompts, base));
-  if (!prompts) {
-    throw PhaseFailure{label, Error(prompts.error().what(), ErrorKind::bad_input)};
+  auto loaded = bench::load_workload(prompt_source(spec.prompts, base));
+  if (!loaded) {
+    throw PhaseFailure{label, Error(loaded.error().what(), ErrorKind::bad_input)};
   }
-  common.prompts = std::move(*prompts);
+  if (workload != nullptr) {
+    // What a colleague needs to send exactly these requests again.
+    *workload = loaded->provenance.to_json();
+    (*workload)["described"] = bench::describe(*loaded);
+    (*workload)["notes"] = loaded->notes;
+  }
+  common.prompts = std::move(loaded->requests);
   common.unique_prompts = spec.unique_prompts;
   common.prompt_tag = label;
   common.warmup = spec.warmup;
@@ -297,7 +307,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   case experiment::BenchmarkKind::single_stream: {
     // The window opens after the warmup: its requests are not in the server's figures.
     Window window;
-    bench::SingleStreamOptions options{common_options(spec, m_phase), spec.runs};
+    bench::SingleStreamOptions options{common_options(spec, m_phase, &entry["workload"]), spec.runs};
     options.common.prompt_tag = spec.name;
     options.common.stop = watch->stop_flag();
     options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
@@ -328,7 +338,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     const int repeats = std::max(spec.repeats, 1);
     entry["repeats"] = repeats;
     entry["levels"] = ordered::array();
-    auto common = common_options(spec, m_phase);
+    auto common = common_options(spec, m_phase, &entry["workload"]);
     common.stop = watch->stop_flag();
     common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     common.hold = watch->hold_flag();

@@ -58,7 +58,9 @@ private:
   [[noreturn]] void server_died(const ServerWatch::Death& death, const std::string& what);
 
   // variant_bench.cpp: the warmup and the benchmarks.
-  bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label);
+  // workload: where the provenance of the requests goes, when wanted.
+  bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label,
+                                   ordered* workload = nullptr);
   BenchClient& client();
   const bench::Target& target();
   void run_warmup();

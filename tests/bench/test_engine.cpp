@@ -22,7 +22,7 @@ constexpr double k_slack_ms = 250;
 
 RunOptions quick(int max_tokens) {
   RunOptions o;
-  o.prompts = {"first prompt", "second prompt", "third prompt"};
+  o.prompts = plain_requests({"first prompt", "second prompt", "third prompt"});
   o.request.max_tokens = max_tokens;
   o.request.timeout = 30s;
   o.warmup = 0;

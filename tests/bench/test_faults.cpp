@@ -17,7 +17,7 @@ namespace {
 
 RunOptions quick(int max_tokens) {
   RunOptions o;
-  o.prompts = {"a prompt"};
+  o.prompts = plain_requests({"a prompt"});
   o.request.max_tokens = max_tokens;
   o.request.timeout = 30s;
   o.warmup = 0;

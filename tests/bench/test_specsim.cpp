@@ -23,7 +23,7 @@ const std::string k_speed = "20";
 
 RunOptions quick(int max_tokens, Endpoint endpoint = Endpoint::completions) {
   RunOptions o;
-  o.prompts = {"Explain the theory of general relativity in detail.", "Write a B-tree in Rust."};
+  o.prompts = plain_requests({"Explain the theory of general relativity in detail.", "Write a B-tree in Rust."});
   o.request.endpoint = endpoint;
   o.request.max_tokens = max_tokens;
   o.request.timeout = 60s;

@@ -1,5 +1,7 @@
 #include "temp_dir.hpp"
 
+#include "files.hpp"
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -16,6 +18,12 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(m_path, ec);
+}
+
+std::string TempDir::write(const std::string& name, std::string_view text) const {
+  const auto path = m_path / name;
+  write_file(path, text);
+  return path.string();
 }
 
 } // namespace specctl::test

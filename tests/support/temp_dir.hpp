@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace specctl::test {
 
@@ -17,6 +18,8 @@ public:
 
   const std::filesystem::path& path() const { return m_path; }
   std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
+  // Writes `text` to the file `name` in the folder; returns its path. Throws std::runtime_error when it cannot.
+  std::string write(const std::string& name, std::string_view text) const;
 
 private:
   std::filesystem::path m_path;

@@ -13,7 +13,7 @@ using namespace specctl::bench;
 TEST_CASE("request bodies") {
   RequestOptions options;
   SUBCASE("completions") {
-    const auto body = nlohmann::json::parse(build_body(options, "m", "Hello \"world\""));
+    const auto body = nlohmann::json::parse(build_body(options, "m", WorkloadRequest{.prompt = "Hello \"world\""}));
     CHECK(body == nlohmann::json::parse(R"({"model":"m","prompt":"Hello \"world\"","max_tokens":512,
       "temperature":0.0,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}})"));
   }
@@ -22,10 +22,40 @@ TEST_CASE("request bodies") {
     options.max_tokens = 64;
     options.ignore_eos = false;
     options.continuous_usage = true;
-    const auto body = nlohmann::json::parse(build_body(options, "m", "Hi"));
+    const auto body = nlohmann::json::parse(build_body(options, "m", WorkloadRequest{.prompt = "Hi"}));
     CHECK(body == nlohmann::json::parse(R"({"model":"m","messages":[{"role":"user","content":"Hi"}],
       "max_tokens":64,"temperature":0.0,"ignore_eos":false,"stream":true,
       "stream_options":{"include_usage":true,"continuous_usage_stats":true}})"));
+  }
+  SUBCASE("a request's own output length wins over the benchmark's") {
+    const auto body = nlohmann::json::parse(build_body(options, "m", WorkloadRequest{.prompt = "Hi", .output_tokens = 7}));
+    CHECK(body["max_tokens"] == 7);
+  }
+  SUBCASE("the unique text goes where the shared prefix ends") {
+    const WorkloadRequest shared{.prompt = "SYSTEM PROMPT\n\nquestion", .shared_bytes = 15};
+    CHECK(nlohmann::json::parse(build_body(options, "m", shared, "[u] "))["prompt"] == "SYSTEM PROMPT\n\n[u] question");
+    const WorkloadRequest none{.prompt = "question"};
+    CHECK(nlohmann::json::parse(build_body(options, "m", none, "[u] "))["prompt"] == "[u] question");
+    CHECK(nlohmann::json::parse(build_body(options, "m", none))["prompt"] == "question");
+  }
+  SUBCASE("chat messages: sent as they are, the unique text before the last user turn") {
+    options.endpoint = Endpoint::chat;
+    const WorkloadRequest chat{.messages = {{"system", "be brief"}, {"user", "one"}, {"assistant", "two"},
+                                            {"user", "three"}, {"assistant", "four"}}};
+    const auto body = nlohmann::json::parse(build_body(options, "m", chat, "[u] "));
+    CHECK(body["messages"] == nlohmann::json::parse(R"([{"role":"system","content":"be brief"},
+      {"role":"user","content":"one"},{"role":"assistant","content":"two"},{"role":"user","content":"[u] three"},
+      {"role":"assistant","content":"four"}])"));
+    CHECK_FALSE(body.contains("prompt"));
+  }
+  SUBCASE("what cannot be sent is said before anything is") {
+    const std::vector<WorkloadRequest> chat{{.id = "q3", .messages = {{"user", "hi"}}}};
+    CHECK(check_requests(options, chat) ==
+          "prompt q3 is a chat (messages): it needs the chat endpoint (endpoint: chat, --endpoint chat)");
+    options.endpoint = Endpoint::chat;
+    CHECK(check_requests(options, chat).empty());
+    CHECK(check_requests(options, {}) == "the benchmark has no prompts");
+    CHECK(check_requests(options, {{.id = "e"}}) == "prompt e is empty");
   }
   CHECK(endpoint_path(Endpoint::completions) == "/v1/completions");
   CHECK(endpoint_path(Endpoint::chat) == "/v1/chat/completions");

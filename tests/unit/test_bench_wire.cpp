@@ -154,7 +154,13 @@ TEST_CASE("a bench job file carries everything the host needs") {
   job.request.endpoint = Endpoint::chat;
   job.request.max_tokens = 64;
   job.request.idle_timeout = std::chrono::seconds{7};
-  job.prompts = {"a", "b \"quoted\"\n"};
+  job.prompts = plain_requests({"a", "b \"quoted\"\n"});
+  job.prompts.push_back(WorkloadRequest{.id = "c7",
+                                        .category = "code",
+                                        .messages = {{"system", "be brief"}, {"user", "sort a list"}},
+                                        .output_tokens = 33,
+                                        .group = 2,
+                                        .shared_bytes = 8});
   job.unique_prompts = false;
   job.prompt_tag = "decode r2";
   job.warmup = 2;

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "../support/temp_dir.hpp"
+
 #include <specctl/bench/workload.hpp>
 
 #include <algorithm>
@@ -12,34 +14,10 @@
 #include <unistd.h>
 
 using namespace specctl::bench;
+using specctl::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A folder of its own under the system's temporary one, removed when the test ends.
-class TempDir {
-public:
-  explicit TempDir(const std::string& name)
-      : m_path(fs::temp_directory_path() / ("specctl-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(m_path, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path path = m_path / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
-  }
-
-private:
-  fs::path m_path;
-};
 
 std::string repeat_words(const std::string& word, int count) {
   std::string text;

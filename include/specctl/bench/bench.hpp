@@ -41,12 +41,13 @@ struct Progress {
 // What every mode shares.
 struct RunOptions {
   RequestOptions request;
-  // Sent in order, cycling; must not be empty.
-  std::vector<std::string> prompts;
-  // Each request's prompt starts with a prefix of its own ("[TAG PHASE #INDEX] "),
-  // so no request is served from the server's prefix cache or repeats another
-  // token for token: the samples are independent. Off, requests of the same
-  // prompt send the same body.
+  // Sent in order, cycling; must not be empty (plain_requests() for a list of texts).
+  std::vector<WorkloadRequest> prompts;
+  // Each request's prompt gets a prefix of its own ("[TAG PHASE #INDEX] ") where
+  // the prompt's shared part ends (build_body), so no request is served from the
+  // server's prefix cache beyond what the workload shares on purpose, or repeats
+  // another token for token: the samples are independent. Off, requests of the
+  // same prompt send the same body.
   bool unique_prompts = true;
   // Names the caller's run in that prefix (a benchmark and its repeat), so that
   // prompts are distinct across the levels and runs one server sees.

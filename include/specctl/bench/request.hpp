@@ -2,12 +2,14 @@
 
 // The OpenAI-compatible request a benchmark sends, and the server it goes to.
 
+#include <specctl/bench/workload.hpp>
 #include <specctl/util/error.hpp>
 
 #include <chrono>
 #include <expected>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace specctl::bench {
 
@@ -58,9 +60,20 @@ struct RequestOptions {
   std::chrono::milliseconds idle_timeout = k_default_idle_timeout;
 };
 
-// The JSON body of one streaming request: model, prompt (or one user message),
-// max_tokens, temperature, ignore_eos, stream and stream_options (when usage is asked for).
-std::string build_body(const RequestOptions& options, std::string_view model, std::string_view prompt);
+// The JSON body of one streaming request: model, prompt (or the request's messages, or
+// the prompt as one user message on the chat endpoint), max_tokens (the request's own
+// output length, else options.max_tokens), temperature, ignore_eos, stream and
+// stream_options (when usage is asked for). `unique` is inserted where the request's
+// shared prefix ends (at its start when it shares none; in a chat, at the start of the
+// last user message), so a prefix the workload shares on purpose stays cacheable and
+// nothing after it is. A chat request on the completions endpoint is the caller's error
+// (check_requests).
+std::string build_body(const RequestOptions& options, std::string_view model, const WorkloadRequest& request,
+                       std::string_view unique = {});
+
+// Empty, or the one-line reason these requests cannot be sent with these options (a
+// chat request on the completions endpoint, an empty prompt).
+std::string check_requests(const RequestOptions& options, const std::vector<WorkloadRequest>& requests);
 
 // The first model id from GET /v1/models. Errors name the URL and what came back.
 std::expected<std::string, Error> query_model(const std::string& base_url, const std::string& api_key);

@@ -52,6 +52,13 @@ struct RequestRecord {
   // Position in the level's schedule, and which prompt it sent.
   int index = 0;
   int prompt = 0;
+  // The workload's id and category of that prompt (category empty when it has none),
+  // its target length in tokens (0: none, the text as written), and the max_tokens
+  // the request asked for.
+  std::string prompt_id;
+  std::string category;
+  int input_tokens = 0;
+  int max_tokens = 0;
   // The start time latencies count from, in seconds after the level began:
   // the scheduled arrival in rate mode (so a late client cannot hide a slow
   // server), otherwise the moment the request was written to its connection

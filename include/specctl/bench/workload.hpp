@@ -29,6 +29,7 @@ namespace specctl::bench {
 struct ChatMessage {
   std::string role{};
   std::string content{};
+  bool operator==(const ChatMessage&) const = default;
 };
 
 struct WorkloadRequest {
@@ -47,6 +48,7 @@ struct WorkloadRequest {
   // group's system prompt, a random prefix): calibrate() never changes them, so the
   // prefix stays byte-identical across the group and a prefix cache can serve it.
   std::size_t shared_bytes = 0;
+  bool operator==(const WorkloadRequest&) const = default;
 };
 
 // What a colleague needs to rerun exactly the same requests.
@@ -178,6 +180,15 @@ struct SpecDecSpec {
   std::optional<int> num_prompts{};
   std::uint64_t seed = 0;
 };
+
+// Texts as requests of their own (ids "1", "2", ...), for the sources that are a list of
+// prompts (the seeds', the long set, a file of lines, inline texts, synthetic text).
+std::vector<WorkloadRequest> plain_requests(const std::vector<std::string>& texts);
+
+// A request as the host-side benchmark job receives it, and back.
+nlohmann::json request_to_json(const WorkloadRequest& request);
+// Throws specctl::Error (bad_input) naming the field that is missing or of the wrong type.
+WorkloadRequest request_from_json(const nlohmann::json& j);
 
 using WorkloadSpec = std::variant<ShareGptSpec, JsonlSpec, RandomSpec, SharedPrefixSpec, SpecDecSpec>;
 

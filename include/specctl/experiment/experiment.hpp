@@ -1,5 +1,6 @@
 #pragma once
 
+#include <specctl/bench/workload.hpp>
 #include <specctl/server/server_config.hpp>
 #include <specctl/util/diagnostics.hpp>
 #include <specctl/util/duration.hpp>
@@ -106,6 +107,10 @@ struct PromptSpec {
   std::vector<std::string> inline_prompts;
   std::optional<std::string> file;
   std::optional<int> synthetic_input_tokens;
+  // A workload source (sharegpt, jsonl, random, shared_prefix, specdec); dataset paths resolved.
+  std::optional<bench::WorkloadSpec> workload;
+  // Some of the workload's requests are chats (messages): they need the chat endpoint.
+  bool chat = false;
 
   std::string describe() const;
 };

@@ -30,7 +30,7 @@ struct BenchJob {
   std::string url;
   std::string model;
   bench::RequestOptions request;
-  std::vector<std::string> prompts;
+  std::vector<bench::WorkloadRequest> prompts;
   // bench::RunOptions::unique_prompts and prompt_tag.
   bool unique_prompts = true;
   std::string prompt_tag;
