@@ -87,18 +87,7 @@ void parse_prompts(const util::YamlField& field, const std::string& experiment_d
   }
   prompts.builtin.clear();
   if (auto file = field["file"]; file.present()) {
-    auto path = file.as_string();
-    if (!path) {
-      return;
-    }
-    std::filesystem::path resolved = std::filesystem::path(*path).is_absolute()
-                                         ? std::filesystem::path(*path)
-                                         : std::filesystem::path(experiment_dir) / *path;
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(resolved, ec)) {
-      file.error(fmt::format("prompt file \"{}\" does not exist", resolved.string()));
-    }
-    prompts.file = resolved.lexically_normal().string();
+    prompts.file = input_file(file, experiment_dir, "prompt file");
   } else {
     prompts.synthetic_input_tokens = static_cast<int>(field["input_tokens"].as_int(1, 1'000'000).value_or(1));
   }

@@ -46,18 +46,7 @@ std::string read_file(const util::YamlField& map, const std::string& experiment_
     map.error("needs file: PATH (the dataset)");
     return {};
   }
-  auto path = v.as_string();
-  if (!path) {
-    return {};
-  }
-  std::filesystem::path resolved = std::filesystem::path(*path).is_absolute()
-                                       ? std::filesystem::path(*path)
-                                       : std::filesystem::path(experiment_dir) / *path;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(resolved, ec)) {
-    v.error(fmt::format("dataset file \"{}\" does not exist", resolved.string()));
-  }
-  return resolved.lexically_normal().string();
+  return input_file(v, experiment_dir, "dataset file").value_or("");
 }
 
 constexpr std::int64_t k_max_tokens = 1'000'000;
@@ -163,6 +152,22 @@ bench::SpecDecSpec specdec(const util::YamlField& m) {
 }
 
 } // namespace
+
+std::optional<std::string> input_file(const util::YamlField& field, const std::string& experiment_dir,
+                                      std::string_view what) {
+  auto path = field.as_string();
+  if (!path) {
+    return std::nullopt;
+  }
+  std::filesystem::path resolved = std::filesystem::path(*path).is_absolute()
+                                       ? std::filesystem::path(*path)
+                                       : std::filesystem::path(experiment_dir) / *path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(resolved, ec)) {
+    field.error(fmt::format("{} \"{}\" does not exist", what, resolved.string()));
+  }
+  return resolved.lexically_normal().string();
+}
 
 const std::vector<std::string>& workload_source_names() {
   static const std::vector<std::string> names = {"sharegpt", "jsonl", "random", "shared_prefix", "specdec"};

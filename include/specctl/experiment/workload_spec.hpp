@@ -9,9 +9,16 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specctl::experiment {
+
+// A file the experiment names (`what`: "prompt file", "dataset file"), relative to
+// experiment_dir, normalised; one that is not a regular file is an error at the field.
+// nullopt when the field is not a string.
+std::optional<std::string> input_file(const util::YamlField& field, const std::string& experiment_dir,
+                                      std::string_view what);
 
 // sharegpt, jsonl, random, shared_prefix, specdec.
 const std::vector<std::string>& workload_source_names();
