@@ -250,4 +250,35 @@ nlohmann::ordered_json vllm_result_json(const VllmLevel& level) {
   return json;
 }
 
+VllmLevel vllm_level_of(const LevelResult& level, const std::string& model, Endpoint endpoint,
+                        std::chrono::system_clock::time_point when) {
+  VllmLevel v;
+  v.date = vllm_date(when);
+  v.backend = endpoint == Endpoint::chat ? "openai-chat" : "openai";
+  v.model_id = model;
+  v.num_prompts = static_cast<int>(level.records.size());
+  if (level.rate && std::isfinite(*level.rate)) {
+    v.request_rate = *level.rate;
+  }
+  v.burstiness = level.rate ? level.burstiness : 1.0;
+  v.max_concurrency = level.rate ? level.max_concurrency : std::optional<int>(level.concurrency);
+  v.duration_s = level.duration_s;
+  v.requests.reserve(level.records.size());
+  for (const auto& r : level.records) {
+    VllmRequestRecord out;
+    out.ok = r.ok();
+    out.input_tokens = std::max(r.prompt_tokens, 0);
+    out.output_tokens = r.output_tokens;
+    out.ttft_ms = std::isnan(r.ttft_ms) ? 0 : r.ttft_ms;
+    out.e2e_ms = std::isnan(r.e2e_ms) ? 0 : r.e2e_ms;
+    out.start_ms = r.start_s * 1000.0;
+    for (std::size_t i = 1; i < r.chunks.size(); ++i) {
+      out.itl_ms.push_back((r.chunks[i].at_us - r.chunks[i - 1].at_us) / 1000.0);
+    }
+    out.error = r.ok() ? std::string() : (r.error.empty() ? std::string("failed") : r.error);
+    v.requests.push_back(std::move(out));
+  }
+  return v;
+}
+
 } // namespace specctl::bench

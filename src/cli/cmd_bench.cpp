@@ -3,6 +3,7 @@
 #include <specctl/bench/bench.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
+#include <specctl/bench/vllm_json.hpp>
 #include <specctl/experiment/workload_spec.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
@@ -48,6 +49,7 @@ struct BenchOptions {
   std::string idle_timeout = "60s";
   std::string json_file;
   std::string requests_file;
+  std::string vllm_file;
   bool no_progress = false;
 };
 
@@ -106,29 +108,50 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
-void append_records(std::string& out, const bench::LevelResult& level, std::string_view phase) {
-  for (const auto& record : level.records) {
-    out += bench::request_to_json(record, phase).dump();
-    out += '\n';
+// Calls visit(level, phase, tag) for every measured level in the order they ran:
+// phase "concurrency 10", tag "c10" (a file name's part); "single-stream"/"single", "rate 4/s"/"r4".
+template <typename Visit> void for_each_level(const bench::Document& document, Visit&& visit) {
+  if (document.single_stream) {
+    visit(document.single_stream->level, std::string("single-stream"), std::string("single"));
+  }
+  if (document.concurrency) {
+    for (const auto& level : document.concurrency->levels) {
+      visit(level, fmt::format("concurrency {}", level.concurrency), fmt::format("c{}", level.concurrency));
+    }
+  }
+  if (document.rate) {
+    for (const auto& level : document.rate->levels) {
+      const double rate = level.rate.value_or(0);
+      visit(level, fmt::format("rate {:g}/s", rate), std::isfinite(rate) ? fmt::format("r{:g}", rate) : "rinf");
+    }
   }
 }
 
 std::string records_jsonl(const bench::Document& document) {
   std::string out;
-  if (document.single_stream) {
-    append_records(out, document.single_stream->level, "single-stream");
-  }
-  if (document.concurrency) {
-    for (const auto& level : document.concurrency->levels) {
-      append_records(out, level, fmt::format("concurrency {}", level.concurrency));
+  for_each_level(document, [&](const bench::LevelResult& level, const std::string& phase, const std::string&) {
+    for (const auto& record : level.records) {
+      out += bench::request_to_json(record, phase).dump();
+      out += '\n';
     }
-  }
-  if (document.rate) {
-    for (const auto& level : document.rate->levels) {
-      append_records(out, level, fmt::format("rate {:g}/s", level.rate.value_or(0)));
-    }
-  }
+  });
   return out;
+}
+
+// --save-vllm-json FILE: FILE itself for one level, else FILE's name with "-TAG"
+// before its extension for each ("out.json" -> "out-c1.json", "out-c10.json").
+void write_vllm_json(const std::string& file, const bench::Document& document) {
+  int levels = 0;
+  for_each_level(document, [&](const bench::LevelResult&, const std::string&, const std::string&) { ++levels; });
+  const auto now = std::chrono::system_clock::now();
+  for_each_level(document, [&](const bench::LevelResult& level, const std::string&, const std::string& tag) {
+    std::filesystem::path path(file);
+    if (levels > 1) {
+      path.replace_filename(path.stem().string() + "-" + tag + path.extension().string());
+    }
+    const auto v = bench::vllm_level_of(level, document.target.model, document.request.endpoint, now);
+    write_file(path.string(), bench::vllm_result_json(v).dump(2) + '\n');
+  });
 }
 
 int run_bench(const BenchOptions& o) {
@@ -201,6 +224,9 @@ int run_bench(const BenchOptions& o) {
   }
   if (!o.requests_file.empty()) {
     write_file(o.requests_file, records_jsonl(document));
+  }
+  if (!o.vllm_file.empty()) {
+    write_vllm_json(o.vllm_file, document);
   }
   std::cout << bench::format_document(document) << std::flush;
 
@@ -287,6 +313,9 @@ Action setup_bench(CLI::App& command) {
       ->default_str("60s");
   command.add_option("--json", o->json_file, "Write the results as a versioned JSON document");
   command.add_option("--requests-jsonl", o->requests_file, "Write one JSON line per request, with chunk timings");
+  command.add_option("--save-vllm-json", o->vllm_file,
+                     "Write each level as vLLM's `bench serve --save-result` JSON (FILE for one level, else "
+                     "FILE-c10.json, FILE-r4.json, FILE-single.json ...)");
   command.add_flag("--no-progress", o->no_progress, "No progress line on stderr");
   command.footer("Modes run in this order: --single-stream, --concurrency, --rate (single stream when none is "
                  "given). Exit 0 when every request succeeded, 1 when some failed, 2 for bad input, 130 when "

@@ -143,3 +143,48 @@ TEST_CASE("cli: bad input and unreachable servers end clearly") {
     CHECK(prompts.err == "specctl: error: /nonexistent/prompts.txt: cannot read the prompt file\n");
   }
 }
+
+TEST_CASE("cli: --save-vllm-json writes each level in vLLM's result format") {
+  ScriptServer server([](int, const std::string&, const std::string&) {
+    Behavior b;
+    b.itl = 1ms;
+    return b;
+  });
+  TempDir dir;
+  const auto file = dir.path() / "vllm.json";
+  SUBCASE("two levels: a file each, named by the level") {
+    const auto result = run_child(bench(server.url(), {"--concurrency", "1,3", "--requests", "6", "--max-tokens", "8",
+                                                       "--warmup", "0", "--save-vllm-json", file.string()}));
+    CAPTURE(result.err);
+    REQUIRE(result.code == 0);
+    CHECK_FALSE(std::filesystem::exists(file));
+    for (int level : {1, 3}) {
+      CAPTURE(level);
+      const auto doc = nlohmann::json::parse(read_file(dir.path() / ("vllm-c" + std::to_string(level) + ".json")));
+      CHECK(doc["backend"] == "openai");
+      CHECK(doc["model_id"] == "script-model");
+      CHECK(doc["num_prompts"] == 6);
+      CHECK(doc["completed"] == 6);
+      CHECK(doc["failed"] == 0);
+      CHECK(doc["max_concurrency"] == level);
+      CHECK(doc["request_rate"] == "inf");
+      CHECK(doc["total_output_tokens"] == 6 * 8);
+      REQUIRE(doc["output_lens"].size() == 6);
+      CHECK(doc["output_lens"][0] == 8);
+      REQUIRE(doc["ttfts"].size() == 6);
+      REQUIRE(doc["itls"].size() == 6);
+      // 8 tokens in 8 chunks: 7 gaps each, in seconds.
+      CHECK(doc["itls"][0].size() == 7);
+      CHECK(doc["mean_ttft_ms"].get<double>() > 0);
+      CHECK(doc["output_throughput"].get<double>() > 0);
+    }
+  }
+  SUBCASE("one level: the file itself") {
+    const auto result = run_child(bench(server.url(), {"--concurrency", "2", "--requests", "4", "--max-tokens", "4",
+                                                       "--warmup", "0", "--save-vllm-json", file.string()}));
+    REQUIRE(result.code == 0);
+    const auto doc = nlohmann::json::parse(read_file(file));
+    CHECK(doc["completed"] == 4);
+    CHECK(doc["max_concurrency"] == 2);
+  }
+}

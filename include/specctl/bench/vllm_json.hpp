@@ -39,6 +39,9 @@
 //   keeps acceptance in its own result files.
 // - A duration of 0 gives throughputs of 0 (JSON has no infinity).
 
+#include <specctl/bench/request.hpp>
+#include <specctl/bench/result.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -92,6 +95,15 @@ struct VllmLevel {
 };
 
 nlohmann::ordered_json vllm_result_json(const VllmLevel& level);
+
+// A measured level (a concurrency level, a rate, or a single stream's runs) in vLLM's
+// terms: input_tokens are the server's usage.prompt_tokens (0 when it did not say),
+// ITLs the gaps between content chunks, start_ms the records' start_s, backend
+// "openai" or "openai-chat", max_concurrency the level's concurrency (the rate's
+// max_concurrency in open loop), request_rate the rate (none for a closed loop or an
+// infinite rate). generated_texts are empty: the engine keeps no answer text.
+VllmLevel vllm_level_of(const LevelResult& level, const std::string& model, Endpoint endpoint,
+                        std::chrono::system_clock::time_point when);
 
 // Local time as "%Y%m%d-%H%M%S", vLLM's date field.
 std::string vllm_date(std::chrono::system_clock::time_point when);
