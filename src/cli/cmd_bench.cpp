@@ -1,6 +1,7 @@
 #include "commands.hpp"
 
 #include <specctl/bench/bench.hpp>
+#include <specctl/bench/calibration.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
 #include <specctl/bench/vllm_json.hpp>
@@ -8,6 +9,7 @@
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -50,6 +52,7 @@ struct BenchOptions {
   std::string json_file;
   std::string requests_file;
   std::string vllm_file;
+  bool no_calibrate = false;
   bool no_progress = false;
 };
 
@@ -198,6 +201,16 @@ int run_bench(const BenchOptions& o) {
 
   // Resolve once, up front: a wrong URL or a dead server is one clear error before anything runs.
   const bench::Target target = bench::resolve_target(bench::Target{o.url, o.model, o.api_key});
+  const bool targets = std::any_of(common.prompts.begin(), common.prompts.end(),
+                                   [](const bench::WorkloadRequest& r) { return r.input_tokens > 0; });
+  if (targets && !o.no_calibrate) {
+    auto calibrated = bench::calibrate_requests(common.prompts, target, common.request);
+    if (!calibrated) {
+      throw Error(calibrated.error().what(), calibrated.error().kind());
+    }
+    std::cerr << fmt::format("specctl bench: {} prompts fitted to their lengths by the server's count ({}, {} counts)\n",
+                             calibrated->calibrated, calibrated->method, calibrated->counts);
+  }
   InterruptGuard interrupt_guard;
   common.stop = &g_bench_stop;
   bench::ProgressPrinter progress(stderr, bench::ProgressPrinter::detect(stderr));
@@ -301,6 +314,9 @@ Action setup_bench(CLI::App& command) {
                   "'{jsonl: {file: F}}', '{random: {input_tokens: N, output_tokens: N}}', '{shared_prefix: {...}}' "
                   "(docs/bench.md)")
       ->excludes("--prompts");
+  command.add_flag("--no-calibrate", o->no_calibrate,
+                   "Send random and shared-prefix prompts as generated, without fitting them to the server's token "
+                   "count");
   command.add_flag("--same-prompts", o->same_prompts,
                    "Send each prompt as it is (by default every request's prompt starts with a prefix of its own, "
                    "so no answer comes from the server's prefix cache)");

@@ -21,9 +21,8 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   return bytes;
 }
 
-} // namespace
-
-std::expected<Response, Error> get(const std::string& url, const GetOptions& options) {
+// GET, or POST of a JSON body when `json_body` is set.
+std::expected<Response, Error> perform(const std::string& url, const std::string* json_body, const GetOptions& options) {
   Easy easy;
   CURL* h = easy.get();
   Response response;
@@ -32,6 +31,12 @@ std::expected<Response, Error> get(const std::string& url, const GetOptions& opt
   HeaderList headers;
   if (!options.bearer_token.empty()) {
     headers.append("Authorization: Bearer " + options.bearer_token);
+  }
+  if (json_body != nullptr) {
+    headers.append("Content-Type: application/json");
+    headers.append("Expect:");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, json_body->data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(json_body->size()));
   }
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -46,7 +51,8 @@ std::expected<Response, Error> get(const std::string& url, const GetOptions& opt
   const CURLcode rc = curl_easy_perform(h);
   if (rc != CURLE_OK) {
     const auto kind = rc == CURLE_OPERATION_TIMEDOUT ? ErrorKind::timed_out : ErrorKind::failed;
-    return std::unexpected(Error(fmt::format("GET {}: {}", redact_url(url), describe(rc, detail)), kind));
+    return std::unexpected(Error(
+        fmt::format("{} {}: {}", json_body != nullptr ? "POST" : "GET", redact_url(url), describe(rc, detail)), kind));
   }
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.status);
   const char* type = nullptr;
@@ -54,6 +60,16 @@ std::expected<Response, Error> get(const std::string& url, const GetOptions& opt
     response.content_type = type;
   }
   return response;
+}
+
+} // namespace
+
+std::expected<Response, Error> get(const std::string& url, const GetOptions& options) {
+  return perform(url, nullptr, options);
+}
+
+std::expected<Response, Error> post_json(const std::string& url, const std::string& body, const GetOptions& options) {
+  return perform(url, &body, options);
 }
 
 } // namespace specctl::http

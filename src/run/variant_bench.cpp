@@ -1,5 +1,6 @@
 #include "variant_run.hpp"
 
+#include <specctl/bench/calibration.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
 #include <specctl/http/get.hpp>
@@ -143,6 +144,19 @@ bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& sp
     *workload = loaded->provenance.to_json();
     (*workload)["described"] = bench::describe(*loaded);
     (*workload)["notes"] = loaded->notes;
+    // Prompts of a target length are fitted to the server's own count, before anything is timed.
+    const bool targets = std::any_of(loaded->requests.begin(), loaded->requests.end(),
+                                     [](const bench::WorkloadRequest& r) { return r.input_tokens > 0; });
+    if (targets) {
+      auto calibrated = bench::calibrate_requests(loaded->requests, target(), common.request);
+      if (!calibrated) {
+        throw PhaseFailure{label, calibrated.error()};
+      }
+      (*workload)["calibration"] = {{"method", calibrated->method},
+                                    {"offset", calibrated->offset},
+                                    {"prompts", calibrated->calibrated},
+                                    {"counts", calibrated->counts}};
+    }
   }
   common.prompts = std::move(loaded->requests);
   common.unique_prompts = spec.unique_prompts;

@@ -180,7 +180,7 @@ TEST_CASE("workloads: JSONL prompts and chats go out as written, with their ids,
   }
 }
 
-TEST_CASE("workloads: random prompts with their drawn target and output lengths, the same for the same seed") {
+TEST_CASE("workloads: random prompts land within one token of their drawn lengths, the same for the same seed") {
   if (!have_specsim()) {
     return;
   }
@@ -201,10 +201,11 @@ TEST_CASE("workloads: random prompts with their drawn target and output lengths,
     CHECK(r["input_tokens"] == expected->requests[i].input_tokens);
     CHECK(r["max_tokens"] == expected->requests[i].output_tokens);
     CHECK(r["output_tokens"] == expected->requests[i].output_tokens);
-    // Sent without a unique prefix. Their length on the server is not yet calibrated to
-    // the target (issue #18): specsim counted 16 to 41 tokens away from 60.
-    CHECK(r["prompt_tokens"].get<int>() > 0);
+    // Fitted to the server's count before the level, and sent without a unique prefix:
+    // what the server counts is the target (uncalibrated, specsim counted 16 to 41 away from 60).
+    CHECK(std::abs(r["prompt_tokens"].get<int>() - expected->requests[i].input_tokens) <= 1);
   }
+  CHECK(run.child.err.find("6 prompts fitted to their lengths by the server's count (/tokenize,") != std::string::npos);
   const auto again = bench_dataset(sim, dir, dataset, 6);
   REQUIRE(again.records.size() == 6);
   for (std::size_t i = 0; i < 6; ++i) {
@@ -233,5 +234,31 @@ TEST_CASE("workloads: the built-in spec-decode set carries its categories") {
     const auto bad = bench_dataset(sim, dir, "{specdec: {categories: [cod]}}", 1);
     CHECK(bad.child.code == 2);
     CHECK(bad.child.err.find("unknown category \"cod\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("workloads: shared-prefix groups are served from the prefix cache after their first request") {
+  if (!have_specsim()) {
+    return;
+  }
+  const TempDir dir("workload-shared-e2e");
+  // SGLang reports cached tokens with --enable-cache-report, and only when there are some.
+  Specsim sim({"--sim-speed", "50", "--enable-cache-report"});
+  const auto run = bench_dataset(sim, dir,
+                                 "{shared_prefix: {groups: 2, per_group: 3, system_tokens: 300, question_tokens: 20, "
+                                 "output_tokens: 4, order: grouped}}",
+                                 6);
+  CAPTURE(run.child.err);
+  REQUIRE(run.child.code == 0);
+  REQUIRE(run.records.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    const auto& r = run.records[i];
+    CHECK(std::abs(r["prompt_tokens"].get<int>() - 320) <= 1);
+    if (i % 3 == 0) {
+      CHECK(r["cached_tokens"].is_null());
+    } else {
+      CHECK(r["cached_tokens"].get<int>() >= 290);
+    }
   }
 }

@@ -30,4 +30,8 @@ struct GetOptions {
 // errors (kind timed_out when the deadline passed), named with the redacted URL.
 std::expected<Response, Error> get(const std::string& url, const GetOptions& options = {});
 
+// POSTs a JSON body to `url`; otherwise as get().
+std::expected<Response, Error> post_json(const std::string& url, const std::string& body,
+                                         const GetOptions& options = {});
+
 } // namespace specctl::http
