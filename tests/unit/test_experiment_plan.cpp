@@ -35,6 +35,7 @@ TEST_CASE("plan output matches the golden files") {
            {"examples/quickstart.yaml", "tests/data/plan/quickstart.txt"},
            {"examples/slurm.yaml", "tests/data/plan/slurm.txt"},
            {"examples/slots.yaml", "tests/data/plan/slots.txt"},
+           {"examples/sharegpt.yaml", "tests/data/plan/sharegpt.txt"},
            {"tests/data/good/layers.yaml", "tests/data/plan/layers.txt"}}) {
     auto e = load_ok(experiment);
     auto plan = make_plan(e, options);
