@@ -19,7 +19,7 @@ http::GetOptions control_options(const Target& target) {
   return options;
 }
 
-// The one figure of a JSON answer, or why there is none.
+// A 200 answer's JSON object, or why there is none.
 std::expected<nlohmann::json, Error> json_answer(const std::string& what, const std::expected<http::Response, Error>& r) {
   if (!r) {
     return std::unexpected(r.error());

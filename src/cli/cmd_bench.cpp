@@ -201,15 +201,16 @@ int run_bench(const BenchOptions& o) {
 
   // Resolve once, up front: a wrong URL or a dead server is one clear error before anything runs.
   const bench::Target target = bench::resolve_target(bench::Target{o.url, o.model, o.api_key});
-  const bool targets = std::any_of(common.prompts.begin(), common.prompts.end(),
-                                   [](const bench::WorkloadRequest& r) { return r.input_tokens > 0; });
-  if (targets && !o.no_calibrate) {
+  // Only prompts with a target length are fitted; without any, nothing is sent.
+  if (!o.no_calibrate) {
     auto calibrated = bench::calibrate_requests(common.prompts, target, common.request);
     if (!calibrated) {
-      throw Error(calibrated.error().what(), calibrated.error().kind());
+      throw calibrated.error();
     }
-    std::cerr << fmt::format("specctl bench: {} prompts fitted to their lengths by the server's count ({}, {} counts)\n",
-                             calibrated->calibrated, calibrated->method, calibrated->counts);
+    if (calibrated->calibrated > 0) {
+      std::cerr << fmt::format("specctl bench: {} prompts fitted to their lengths by the server's count ({}, {} counts)\n",
+                               calibrated->calibrated, calibrated->method, calibrated->counts);
+    }
   }
   InterruptGuard interrupt_guard;
   common.stop = &g_bench_stop;

@@ -144,14 +144,13 @@ bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& sp
     *workload = loaded->provenance.to_json();
     (*workload)["described"] = bench::describe(*loaded);
     (*workload)["notes"] = loaded->notes;
-    // Prompts of a target length are fitted to the server's own count, before anything is timed.
-    const bool targets = std::any_of(loaded->requests.begin(), loaded->requests.end(),
-                                     [](const bench::WorkloadRequest& r) { return r.input_tokens > 0; });
-    if (targets) {
-      auto calibrated = bench::calibrate_requests(loaded->requests, target(), common.request);
-      if (!calibrated) {
-        throw PhaseFailure{label, calibrated.error()};
-      }
+    // Prompts of a target length are fitted to the server's own count, before anything
+    // is timed; without any, nothing is sent.
+    auto calibrated = bench::calibrate_requests(loaded->requests, target(), common.request);
+    if (!calibrated) {
+      throw PhaseFailure{label, calibrated.error()};
+    }
+    if (calibrated->calibrated > 0) {
       (*workload)["calibration"] = {{"method", calibrated->method},
                                     {"offset", calibrated->offset},
                                     {"prompts", calibrated->calibrated},

@@ -53,7 +53,7 @@ private:
 
 // Calibrates every text request with a target length (input_tokens > 0); chats and
 // requests without a target are left as they are. The first failure stops it, naming
-// the request.
+// the request. Sends nothing when no request has a target.
 std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests,
                                                            const Target& target, const RequestOptions& options);
 
