@@ -1,6 +1,7 @@
 #include <specctl/bench/calibration.hpp>
 
 #include <specctl/http/get.hpp>
+#include <specctl/util/sha256.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -36,8 +37,36 @@ std::expected<nlohmann::json, Error> json_answer(const std::string& what, const 
 
 } // namespace
 
-ServerTokenCounter::ServerTokenCounter(Target target, RequestOptions options)
-    : m_target(std::move(target)), m_options(std::move(options)) {}
+nlohmann::json TokenCounts::to_json() const {
+  return {{"method", method}, {"offset", offset}, {"counts", counts}};
+}
+
+TokenCounts TokenCounts::from_json(const nlohmann::json& j) {
+  TokenCounts out;
+  if (!j.is_object() || !j.contains("counts") || !j["counts"].is_object()) {
+    return out;
+  }
+  for (const auto& [hash, count] : j["counts"].items()) {
+    if (count.is_number_integer()) {
+      out.counts[hash] = count.get<int>();
+    }
+  }
+  if (j.contains("method") && j["method"].is_string()) {
+    out.method = j["method"].get<std::string>();
+  }
+  if (j.contains("offset") && j["offset"].is_number_integer()) {
+    out.offset = j["offset"].get<int>();
+  }
+  return out;
+}
+
+ServerTokenCounter::ServerTokenCounter(Target target, RequestOptions options, TokenCounts* known)
+    : m_target(std::move(target)), m_options(std::move(options)), m_known(known) {
+  if (m_known != nullptr) {
+    m_method = m_known->method;
+    m_offset = m_known->offset;
+  }
+}
 
 std::expected<int, Error> ServerTokenCounter::by_usage(const std::string& text) {
   nlohmann::json body = {{"model", m_target.model}, {"max_tokens", 1}, {"temperature", 0}};
@@ -76,6 +105,24 @@ std::expected<int, Error> ServerTokenCounter::by_tokenize(const std::string& tex
 }
 
 std::expected<int, Error> ServerTokenCounter::operator()(const std::string& text) {
+  std::string hash;
+  if (m_known != nullptr) {
+    hash = util::sha256_hex(text);
+    if (auto it = m_known->counts.find(hash); it != m_known->counts.end()) {
+      ++m_cached;
+      return it->second;
+    }
+  }
+  auto counted = count(text);
+  if (counted && m_known != nullptr) {
+    m_known->method = m_method;
+    m_known->offset = m_offset;
+    m_known->counts[hash] = *counted;
+  }
+  return counted;
+}
+
+std::expected<int, Error> ServerTokenCounter::count(const std::string& text) {
   ++m_counts;
   if (m_method.empty()) {
     // A probe text of no request decides: /tokenize where the server has one,
@@ -104,8 +151,9 @@ std::expected<int, Error> ServerTokenCounter::operator()(const std::string& text
 }
 
 std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests,
-                                                           const Target& target, const RequestOptions& options) {
-  ServerTokenCounter counter(target, options);
+                                                           const Target& target, const RequestOptions& options,
+                                                           TokenCounts* known) {
+  ServerTokenCounter counter(target, options, known);
   const TokenCounter count = [&counter](const std::string& text) { return counter(text); };
   CalibrationResult result;
   // A prefix several requests share (a group's system prompt, a random prefix) is
@@ -146,6 +194,7 @@ std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadR
     ++result.calibrated;
   }
   result.counts = counter.counts();
+  result.cached = counter.cached();
   result.method = counter.method();
   result.offset = counter.offset();
   return result;

@@ -91,6 +91,12 @@ SingleStreamResult run_single_stream(const Target& target, const SingleStreamOpt
   }
   result.level = engine.run_level(detail::LevelPlan{"single-stream", options.runs, 1, {}});
   result.ended = engine.ended();
+  summarize_runs(result);
+  return result;
+}
+
+void summarize_runs(SingleStreamResult& result) {
+  result.runs.clear();
   std::vector<double> speeds;
   for (const auto& record : result.level.records) {
     SingleStreamRun run;
@@ -108,12 +114,9 @@ SingleStreamResult run_single_stream(const Target& target, const SingleStreamOpt
     }
     result.runs.push_back(run);
   }
-  if (!speeds.empty()) {
-    result.mean = mean(speeds);
-    result.median = median(speeds);
-    result.stdev = sample_stdev(speeds);
-  }
-  return result;
+  result.mean = speeds.empty() ? 0 : mean(speeds);
+  result.median = speeds.empty() ? 0 : median(speeds);
+  result.stdev = speeds.empty() ? 0 : sample_stdev(speeds);
 }
 
 ConcurrencyResult run_concurrency(const Target& target, const ConcurrencyOptions& options) {

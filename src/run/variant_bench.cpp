@@ -3,18 +3,24 @@
 #include <specctl/bench/calibration.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
+#include <specctl/bench/vllm_json.hpp>
 #include <specctl/http/get.hpp>
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/run/command_bench.hpp>
 #include <specctl/run/server_metrics.hpp>
+#include <specctl/util/atomic_file.hpp>
+#include <specctl/util/hash.hpp>
 #include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
+#include <fstream>
+#include <mutex>
 
 namespace specctl::run::detail {
 
@@ -24,6 +30,8 @@ namespace {
 constexpr std::size_t k_max_window_bytes = 64 * 1024 * 1024;
 // The warmup request: enough tokens to go through prefill and decode once.
 constexpr int k_warmup_tokens = 16;
+// The most of a model's name kept in the file name of its token counts.
+constexpr std::size_t k_max_slug = 64;
 // A command benchmark without a timeout of its own.
 constexpr util::Duration k_command_timeout = std::chrono::minutes{30};
 
@@ -103,6 +111,31 @@ struct Honesty {
     level.records.clear();
   }
 
+  // Histograms of the prompt tokens the server counted and the tokens it served,
+  // over the completed requests of every level.
+  ordered lengths() const {
+    std::vector<int> input;
+    std::vector<int> output;
+    for (const auto& record : records) {
+      if (!record.ok()) {
+        continue;
+      }
+      if (record.prompt_tokens >= 0) {
+        input.push_back(record.prompt_tokens);
+      }
+      output.push_back(record.output_tokens);
+    }
+    ordered out = ordered::object();
+    const auto put = [&out](const char* key, const std::vector<int>& values) {
+      if (auto h = bench::length_histogram(values)) {
+        out[key] = {{"lo", h->lo}, {"width", h->width}, {"counts", h->counts}};
+      }
+    };
+    put("input_tokens", input);
+    put("output_tokens", output);
+    return out;
+  }
+
   std::vector<std::string> flags(std::string_view benchmark) const {
     std::vector<std::string> out;
     if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens)) {
@@ -127,6 +160,48 @@ std::string first_error(const bench::LevelResult& level) {
 
 } // namespace
 
+// The counts a model's server gave are kept per model in the result folder: every
+// later variant of the model, and a resumed run, fits its prompts without asking
+// again. One variant at a time reads, calibrates and writes them, so variants on
+// parallel slots share what the first learned.
+bench::CalibrationResult VariantRun::calibrate(std::vector<bench::WorkloadRequest>& requests,
+                                               const bench::RequestOptions& options) {
+  const bool targets = std::any_of(requests.begin(), requests.end(), [](const bench::WorkloadRequest& r) {
+    return r.input_tokens > 0 && r.messages.empty();
+  });
+  if (!targets) {
+    return {};
+  }
+  static std::mutex serial;
+  const std::lock_guard lock(serial);
+  const std::string model = target().model;
+  const std::string slug =
+      fmt::format("{}-{}", util::slug(model).substr(0, k_max_slug), util::fingerprint(model).substr(0, 8));
+  const auto path = m_s.paths.calibration(slug);
+  const std::string endpoint = options.endpoint == bench::Endpoint::chat ? "chat" : "completions";
+  ordered file = ordered::object();
+  if (std::ifstream in(path); in) {
+    auto parsed = ordered::parse(in, nullptr, false);
+    if (parsed.is_object()) {
+      file = std::move(parsed);
+    }
+  }
+  auto counts = bench::TokenCounts::from_json(file.contains(endpoint) ? json(file[endpoint]) : json());
+  auto calibrated = bench::calibrate_requests(requests, target(), options, &counts);
+  if (!calibrated) {
+    throw PhaseFailure{m_phase, calibrated.error()};
+  }
+  if (calibrated->counts > 0) {
+    file["model"] = model;
+    file[endpoint] = counts.to_json();
+    if (!util::make_dirs_durable(path.parent_path()) ||
+        !m_s.failures.write(path, file.dump(1) + '\n')) {
+      warn(fmt::format("could not keep the token counts in {}", path.string()));
+    }
+  }
+  return *calibrated;
+}
+
 bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& spec, const std::string& label,
                                              ordered* workload) {
   bench::RunOptions common;
@@ -135,7 +210,9 @@ bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& sp
   common.request.ignore_eos = spec.ignore_eos;
   common.request.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(spec.idle_timeout);
   auto base = std::filesystem::path(m_s.experiment.file).parent_path();
-  auto loaded = bench::load_workload(prompt_source(spec.prompts, base));
+  // A workload source was made when the experiment was read: those requests, not a second reading.
+  auto loaded = spec.prompts.loaded ? std::expected<bench::Workload, Error>(*spec.prompts.loaded)
+                                    : bench::load_workload(prompt_source(spec.prompts, base));
   if (!loaded) {
     throw PhaseFailure{label, Error(loaded.error().what(), ErrorKind::bad_input)};
   }
@@ -146,15 +223,13 @@ bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& sp
     (*workload)["notes"] = loaded->notes;
     // Prompts of a target length are fitted to the server's own count, before anything
     // is timed; without any, nothing is sent.
-    auto calibrated = bench::calibrate_requests(loaded->requests, target(), common.request);
-    if (!calibrated) {
-      throw PhaseFailure{label, calibrated.error()};
-    }
-    if (calibrated->calibrated > 0) {
-      (*workload)["calibration"] = {{"method", calibrated->method},
-                                    {"offset", calibrated->offset},
-                                    {"prompts", calibrated->calibrated},
-                                    {"counts", calibrated->counts}};
+    auto calibrated = calibrate(loaded->requests, common.request);
+    if (calibrated.calibrated > 0) {
+      (*workload)["calibration"] = {{"method", calibrated.method},
+                                    {"offset", calibrated.offset},
+                                    {"prompts", calibrated.calibrated},
+                                    {"counts", calibrated.counts},
+                                    {"cached", calibrated.cached}};
     }
   }
   common.prompts = std::move(loaded->requests);
@@ -292,6 +367,110 @@ void VariantRun::close_window(const Window& window, ordered& holder, const bench
   }
 }
 
+bool VariantRun::windows_per_category() const {
+  const auto& sources = m_config.tmpl->accept_length;
+  return std::none_of(sources.begin(), sources.end(), [](const server::AcceptSource& source) {
+    return source.kind == server::AcceptSource::Kind::responses;
+  });
+}
+
+// One client call per category, one after the other, each its own window; the
+// benchmark's window is the first's opening to the last's end. The warmup goes
+// before the first only, and each part's prompts get a prefix of their own.
+bench::SingleStreamResult VariantRun::single_stream_by_category(const experiment::BenchmarkSpec& spec,
+                                                                bench::SingleStreamOptions options,
+                                                                const std::vector<bench::CategoryPart>& parts,
+                                                                ServerWatch& watch, Window& window, ordered& accepts) {
+  std::vector<bench::SingleStreamPart> done;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const auto& part = parts[p];
+    Window part_window;
+    auto part_options = options;
+    part_options.runs = part.runs;
+    part_options.common.prompts = part.prompts;
+    part_options.common.prompt_tag = fmt::format("{} {}", spec.name, part.category);
+    part_options.common.warmup = p == 0 ? options.common.warmup : 0;
+    part_options.common.on_measured_start = [&] { part_window = open_window(); };
+    if (options.common.on_progress) {
+      // "single-stream code": which part the progress line is of.
+      part_options.common.on_progress = [inner = options.common.on_progress, &part](const bench::Progress& progress) {
+        auto named = progress;
+        if (named.phase == "single-stream") {
+          named.phase += " " + part.category;
+        }
+        inner(named);
+      };
+    }
+    auto result = client().single_stream(spec, part_options, watch, [&](const ClientWindow& w) {
+      part_window = Window{w.log_from, w.metrics_before};
+    });
+    if (p == 0) {
+      window = part_window;
+    }
+    ordered holder;
+    close_window(part_window, holder, result.level);
+    if (holder.contains("metrics") && holder["metrics"].contains("accept_length")) {
+      accepts[part.category] = {{"accept_length", holder["metrics"]["accept_length"]},
+                                {"accept_length_source", holder["accept_length_source"]}};
+    }
+    const bool go_on = result.ended == bench::Ended::normally && !watch.death();
+    done.push_back(bench::SingleStreamPart{std::move(result), part.prompt_index});
+    if (!go_on) {
+      break;
+    }
+  }
+  return bench::merge_single_stream(std::move(done));
+}
+
+void VariantRun::add_categories(ordered& holder, const bench::LevelResult& level,
+                                const std::vector<std::string>& order, const ordered& accepts) {
+  const auto figures = bench::category_figures(level.records, order);
+  if (figures.empty()) {
+    return;
+  }
+  std::vector<server::AcceptSource> from_responses;
+  for (const auto& source : m_config.tmpl->accept_length) {
+    if (source.kind == server::AcceptSource::Kind::responses) {
+      from_responses.push_back(source);
+    }
+  }
+  ordered names = ordered::array();
+  ordered by = ordered::object();
+  for (const auto& f : figures) {
+    names.push_back(f.category);
+    ordered item = {{"completed", f.completed},
+                    {"failed", f.failed},
+                    {"tok_s", report::finite_or_null(f.tok_s.value_or(std::nan("")))},
+                    {"accept_length", nullptr}};
+    if (accepts.contains(f.category)) {
+      item["accept_length"] = accepts[f.category]["accept_length"];
+      item["accept_length_source"] = accepts[f.category]["accept_length_source"];
+    } else if (!from_responses.empty()) {
+      AcceptWindow facts;
+      facts.draft_accepted = f.draft_accepted;
+      facts.predicted_tokens = f.predicted_tokens;
+      facts.completed = f.completed;
+      if (auto accept = accept_length_of(from_responses, m_config.tmpl->log, facts)) {
+        item["accept_length"] = report::finite_or_null(accept->value);
+        item["accept_length_source"] = {
+            {"kind", server::accept_source_name(accept->kind)}, {"how", accept->source}, {"over", accept->over}};
+      }
+    }
+    by[f.category] = std::move(item);
+  }
+  holder["category_order"] = std::move(names);
+  holder["by_category"] = std::move(by);
+}
+
+void VariantRun::write_vllm_level(const experiment::BenchmarkSpec& spec, const std::string& tag,
+                                  const bench::LevelResult& level) {
+  const auto v = bench::vllm_level_of(level, target().model, to_bench(spec.endpoint), std::chrono::system_clock::now());
+  if (!m_s.failures.write(m_s.paths.vllm(m_variant.name, spec.name, tag), bench::vllm_result_json(v).dump(2) + '\n')) {
+    throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the vLLM-shaped results: {}",
+                                                  m_s.failures.first()->what()))};
+  }
+}
+
 void VariantRun::write_requests(const std::string& benchmark, const std::string& content) {
   if (!m_s.failures.write(m_s.paths.requests(m_variant.name, benchmark), content)) {
     throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the requests: {}", m_s.failures.first()->what()))};
@@ -312,6 +491,9 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   std::optional<std::pair<std::string, ServerWatch::Death>> died;
   // What the benchmark's requests say of the figures' honesty, over all its levels.
   Honesty honesty;
+  // The workload's categories, and each one's accept length from a window of its own.
+  std::vector<std::string> categories;
+  ordered accepts = ordered::object();
   std::optional<ServerWatch> watch;
   if (spec.kind != experiment::BenchmarkKind::command) {
     watch.emplace(*m_host, m_server->files, m_server->pid, m_s.options.stop);
@@ -326,21 +508,28 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     options.common.hold = watch->hold_flag();
     options.common.on_measured_start = [&] { window = open_window(); };
-    auto result = client().single_stream(spec, options, *watch, [&](const ClientWindow& w) {
-      window = Window{w.log_from, w.metrics_before};
-    });
+    categories = bench::categories_of(options.common.prompts);
+    const auto parts = windows_per_category() ? bench::split_by_category(options.common.prompts, spec.runs)
+                                              : std::vector<bench::CategoryPart>{};
+    auto result = parts.empty() ? client().single_stream(spec, options, *watch,
+                                                         [&](const ClientWindow& w) {
+                                                           window = Window{w.log_from, w.metrics_before};
+                                                         })
+                                : single_stream_by_category(spec, options, parts, *watch, window, accepts);
     entry["client"] = client().describe(spec);
     if (auto death = watch->death()) {
       died.emplace(m_phase, *death);
     }
     entry["metrics"] = report::single_stream_metrics(result);
     close_window(window, entry, result.level);
+    add_categories(entry, result.level, categories, accepts);
     entry["result"] = bench::to_json(result);
     completed = result.level.completed;
     failed = result.level.failed;
     why_failed = first_error(result.level);
     interrupted = result.ended == bench::Ended::interrupted;
     requests_jsonl(result.level, "single-stream", requests);
+    write_vllm_level(spec, "single", result.level);
     honesty.add(result.level);
     break;
   }
@@ -352,6 +541,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     entry["repeats"] = repeats;
     entry["levels"] = ordered::array();
     auto common = common_options(spec, m_phase, &entry["workload"]);
+    categories = bench::categories_of(common.prompts);
     common.stop = watch->stop_flag();
     common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     common.hold = watch->hold_flag();
@@ -408,6 +598,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
           item["repeat"] = r;
           item["metrics"] = report::level_metrics(level);
           close_window(window, item, level);
+          add_categories(item, level, categories, accepts);
           item["result"] = bench::to_json(level);
           completed += level.completed;
           failed += level.failed;
@@ -418,6 +609,11 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
               (rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i])) +
               repeat_text;
           requests_jsonl(level, phase, requests);
+          write_vllm_level(spec,
+                           (rate ? (std::isfinite(spec.rates[i]) ? fmt::format("r{:g}", spec.rates[i]) : "rinf")
+                                 : fmt::format("c{}", spec.levels[i])) +
+                               (repeats > 1 ? fmt::format("-rep{}", r) : ""),
+                           level);
           honesty.add(level);
           entry["levels"].push_back(std::move(item));
         }
@@ -439,6 +635,9 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   entry["completed"] = completed;
   entry["failed"] = failed;
   entry["status"] = completed > 0 && !died ? "ok" : "failed";
+  if (auto lengths = honesty.lengths(); !lengths.empty()) {
+    entry["lengths"] = std::move(lengths);
+  }
   for (auto& flag : honesty.flags(spec.name)) {
     m_result.flag(std::move(flag));
   }

@@ -10,6 +10,8 @@
 #include "server_watch.hpp"
 
 #include <specctl/bench/bench.hpp>
+#include <specctl/bench/breakdown.hpp>
+#include <specctl/bench/calibration.hpp>
 #include <specctl/report/result_writer.hpp>
 #include <specctl/server/lifecycle.hpp>
 
@@ -61,6 +63,8 @@ private:
   // workload: where the provenance of the requests goes, when wanted.
   bench::RunOptions common_options(const experiment::BenchmarkSpec& spec, const std::string& label,
                                    ordered* workload = nullptr);
+  bench::CalibrationResult calibrate(std::vector<bench::WorkloadRequest>& requests,
+                                     const bench::RequestOptions& options);
   BenchClient& client();
   const bench::Target& target();
   void run_warmup();
@@ -73,6 +77,20 @@ private:
   Window open_window();
   void close_window(const Window& window, ordered& holder, const bench::LevelResult& level);
   void write_requests(const std::string& benchmark, const std::string& content);
+  // A measured level in vLLM's --save-result shape, beside the requests (vllm-BENCH-TAG.json).
+  void write_vllm_level(const experiment::BenchmarkSpec& spec, const std::string& tag, const bench::LevelResult& level);
+  // Whether a single-stream benchmark of several categories runs one window per
+  // category: the template reads acceptance only over a window (log, counters).
+  bool windows_per_category() const;
+  bench::SingleStreamResult single_stream_by_category(const experiment::BenchmarkSpec& spec,
+                                                      bench::SingleStreamOptions options,
+                                                      const std::vector<bench::CategoryPart>& parts,
+                                                      ServerWatch& watch, Window& window, ordered& accepts);
+  // holder["by_category"] (and "category_order") from a window's records: each
+  // category's requests, tok/s, and accept length from `accepts` (a window per
+  // category) or from the responses' own counts.
+  void add_categories(ordered& holder, const bench::LevelResult& level, const std::vector<std::string>& order,
+                      const ordered& accepts);
   void run_benchmark(const experiment::BenchmarkSpec& spec);
   void run_command(const experiment::BenchmarkSpec& spec, ordered& entry);
   void flag_ineffective_speculation();

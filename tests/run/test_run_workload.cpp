@@ -9,7 +9,7 @@ using namespace run_test;
 
 TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-request ids in the result") {
   Sweep sweep;
-  sweep.write("  - name: baseline",
+  sweep.write("  - name: baseline\n  - name: again",
               R"(  - {name: par, kind: concurrency, levels: [2], repeats: 1, requests: 6,
      prompts: {random: {input_tokens: 80, output_tokens: 6, range_ratio: 0.25, num_prompts: 6, seed: 9}}})",
               "1s", 20);
@@ -24,6 +24,22 @@ TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-re
   CHECK(workload["ids"][0] == "random:0");
   CHECK(workload["calibration"]["method"] == "/tokenize");
   CHECK(workload["calibration"]["prompts"] == 6);
+  CHECK(workload["calibration"]["counts"].get<int>() > 0);
+  CHECK(workload["calibration"]["cached"] == 0);
+  // The second variant of the model fits the same prompts from the counts the first kept.
+  const auto again = read_json(sweep.out() / "variants/again/result.json")["benchmarks"]["par"]["workload"];
+  CHECK(again["calibration"]["prompts"] == 6);
+  CHECK(again["calibration"]["counts"] == 0);
+  CHECK(again["calibration"]["cached"].get<int>() > 0);
+  std::vector<std::filesystem::path> kept;
+  for (const auto& file : std::filesystem::directory_iterator(sweep.out() / "calibration")) {
+    kept.push_back(file.path());
+  }
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].filename().string().starts_with("models-Kimi-K2.5-INT4-"));
+  const auto counts = read_json(kept[0]);
+  CHECK(counts["completions"]["method"] == "/tokenize");
+  CHECK(counts["completions"]["counts"].size() == workload["calibration"]["counts"].get<std::size_t>());
 
   std::istringstream lines(st::read_file(sweep.out() / "variants/baseline/requests-par.jsonl"));
   int count = 0;
@@ -36,5 +52,64 @@ TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-re
     ++count;
   }
   CHECK(count == 6);
+  CHECK(stray_servers(sweep.state()) == "");
+}
+
+TEST_CASE("spec-decode categories in a run: accept length per category from a window each, lengths and vLLM files") {
+  Sweep sweep;
+  sweep.write(R"(  - name: eagle3
+    knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 3, spec_topk: 1, spec_draft_tokens: 4})",
+              R"(  - {name: single, kind: single_stream, runs: 8, max_tokens: 48,
+     prompts: {specdec: {categories: [code, summarisation], num_prompts: 8}}}
+  - {name: par, kind: concurrency, levels: [2], repeats: 1, requests: 4, max_tokens: 16,
+     prompts: {specdec: {categories: [code, summarisation], num_prompts: 4}}})",
+              "1s", 200);
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  const auto result = read_json(sweep.out() / "variants/eagle3/result.json");
+  const auto& single = result["benchmarks"]["single"];
+  CHECK(single["category_order"] == nlohmann::json::array({"code", "summarisation"}));
+  for (const char* category : {"code", "summarisation"}) {
+    CAPTURE(category);
+    const auto& figures = single["by_category"][category];
+    CHECK(figures["completed"] == 4);
+    CHECK(figures["failed"] == 0);
+    CHECK(figures["tok_s"].get<double>() > 0);
+    CHECK(figures["accept_length"].get<double>() > 1.0);
+    CHECK(figures["accept_length_source"]["kind"] == "log");
+  }
+  // specsim accepts more on code than on summarisation (docs/specsim.md): the two
+  // windows tell them apart, and the benchmark's own figure lies between.
+  const double code_accept = single["by_category"]["code"]["accept_length"].get<double>();
+  const double summary_accept = single["by_category"]["summarisation"]["accept_length"].get<double>();
+  CHECK(code_accept > summary_accept);
+  const double overall = single["metrics"]["accept_length"].get<double>();
+  CHECK(overall >= summary_accept - 1e-9);
+  CHECK(overall <= code_accept + 1e-9);
+  // Eight runs, numbered in the order they ran, prompts named by their place in the workload.
+  REQUIRE(single["result"]["runs"].size() == 8);
+  CHECK(single["result"]["runs"][7]["run"] == 8);
+
+  // Concurrent requests share the server's windows: per category only what the records say.
+  const auto& level = result["benchmarks"]["par"]["levels"][0];
+  CHECK(level["by_category"]["code"]["completed"] == 2);
+  CHECK(level["by_category"]["code"]["accept_length"].is_null());
+  CHECK(level["by_category"]["code"]["tok_s"].get<double>() > 0);
+
+  const auto& lengths = single["lengths"];
+  int counted = 0;
+  for (const auto& n : lengths["output_tokens"]["counts"]) {
+    counted += n.get<int>();
+  }
+  CHECK(counted == 8);
+  CHECK(lengths["input_tokens"]["width"].get<int>() >= 1);
+
+  const auto vllm_single = read_json(sweep.out() / "variants/eagle3/vllm-single-single.json");
+  CHECK(vllm_single["completed"] == 8);
+  CHECK(vllm_single["output_lens"].size() == 8);
+  const auto vllm_par = read_json(sweep.out() / "variants/eagle3/vllm-par-c2.json");
+  CHECK(vllm_par["completed"] == 4);
+  CHECK(vllm_par["max_concurrency"] == 2);
   CHECK(stray_servers(sweep.state()) == "");
 }

@@ -221,6 +221,9 @@ struct SingleStreamResult {
   Ended ended = Ended::normally;
 };
 
+// Fills a single-stream result's runs, mean, median and stdev from its level's records.
+void summarize_runs(SingleStreamResult& result);
+
 struct ConcurrencyResult {
   std::vector<LevelResult> levels;
   Ended ended = Ended::normally;

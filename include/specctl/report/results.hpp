@@ -9,9 +9,11 @@
 //   DIR/journal.jsonl                  every phase, appended and fsynced
 //   DIR/provenance.json                specctl version, hosts, exact commands, templates
 //   DIR/report.md, report.csv, report.json, report.html, junit.xml   the report (report.hpp)
+//   DIR/calibration/MODEL.json         token counts the model's server gave, reused by later variants
 //   DIR/variants/NAME/result.json      one variant, written atomically
 //   DIR/variants/NAME/server.log       its server's log, copied back
 //   DIR/variants/NAME/requests-BENCH.jsonl   every request of a built-in benchmark
+//   DIR/variants/NAME/vllm-BENCH-TAG.json    each of its levels as vLLM's --save-result writes it
 
 #include <specctl/bench/result.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -42,6 +44,13 @@ struct ResultPaths {
   std::filesystem::path server_log(const std::string& variant) const { return variant_dir(variant) / "server.log"; }
   std::filesystem::path requests(const std::string& variant, const std::string& benchmark) const {
     return variant_dir(variant) / ("requests-" + benchmark + ".jsonl");
+  }
+  // The token counts a model's server gave when prompts were fitted to their target
+  // lengths (bench::TokenCounts per endpoint); `slug` names the model in a file name.
+  std::filesystem::path calibration(const std::string& slug) const { return dir / "calibration" / (slug + ".json"); }
+  // One measured level in vLLM's `bench serve --save-result` shape; tag "single", "c10", "r2" (and "-rep2").
+  std::filesystem::path vllm(const std::string& variant, const std::string& benchmark, const std::string& tag) const {
+    return variant_dir(variant) / ("vllm-" + benchmark + "-" + tag + ".json");
   }
 };
 
