@@ -190,6 +190,7 @@ nlohmann::json to_json(const Document& document) {
         {"continuous_usage", document.request.continuous_usage},
         {"timeout_ms", document.request.timeout.count()}}},
       {"prompts", document.prompts},
+      {"output", document.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(document.output)},
       {"warmup", document.warmup},
   };
   if (document.single_stream) {
@@ -322,8 +323,10 @@ std::string format_problems(const std::vector<const LevelResult*>& levels) {
 
 std::string format_document(const Document& document) {
   std::string out = fmt::format(
-      "specctl bench: {} model \"{}\", {}, max_tokens {}, prompts {}\n", http::redact_url(document.target.url),
-      document.target.model, endpoint_name(document.request.endpoint), document.request.max_tokens, document.prompts);
+      "specctl bench: {} model \"{}\", {}, {}, prompts {}\n", http::redact_url(document.target.url),
+      document.target.model, endpoint_name(document.request.endpoint),
+      document.output.empty() ? fmt::format("max_tokens {}", document.request.max_tokens) : document.output,
+      document.prompts);
   std::vector<const LevelResult*> all;
   if (document.single_stream) {
     out += '\n' + format_single_stream(*document.single_stream);

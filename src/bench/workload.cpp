@@ -348,6 +348,30 @@ struct Describer {
 
 } // namespace
 
+int longest_output(const std::vector<WorkloadRequest>& requests, int max_tokens) {
+  int longest = requests.empty() ? max_tokens : 0;
+  for (const auto& r : requests) {
+    longest = std::max(longest, r.output_tokens > 0 ? r.output_tokens : max_tokens);
+  }
+  return longest;
+}
+
+std::string describe_output(const std::vector<WorkloadRequest>& requests, int max_tokens) {
+  const bool own = std::any_of(requests.begin(), requests.end(), [](const WorkloadRequest& r) {
+    return r.output_tokens > 0;
+  });
+  if (!own) {
+    return fmt::format("{} tokens", max_tokens);
+  }
+  int shortest = std::numeric_limits<int>::max();
+  for (const auto& r : requests) {
+    shortest = std::min(shortest, r.output_tokens > 0 ? r.output_tokens : max_tokens);
+  }
+  const int longest = longest_output(requests, max_tokens);
+  return shortest == longest ? fmt::format("{} tokens (the workload's)", longest)
+                             : fmt::format("{}-{} tokens (each request its own)", shortest, longest);
+}
+
 std::string describe(const WorkloadSpec& spec) {
   return std::visit(Describer{}, spec);
 }

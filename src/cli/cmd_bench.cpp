@@ -219,7 +219,10 @@ int run_bench(const BenchOptions& o) {
     common.on_progress = [&progress](const bench::Progress& p) { progress.update(p); };
   }
 
-  bench::Document document{target, common.request, source->describe(), common.warmup, {}, {}, {}};
+  bench::Document document{target, common.request, source->describe(), common.warmup, {}, {}, {}, {}};
+  if (bench::longest_output(common.prompts, 0) > 0) {
+    document.output = bench::describe_output(common.prompts, common.request.max_tokens);
+  }
   const bool any_mode = o.single_stream || !o.levels.empty() || !o.rates.empty();
   if (o.single_stream || !any_mode) {
     document.single_stream = bench::run_single_stream(target, bench::SingleStreamOptions{common, o.runs});

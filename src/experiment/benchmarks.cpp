@@ -50,7 +50,7 @@ void parse_prompts(const util::YamlField& field, const std::string& experiment_d
   if (field.is_scalar()) {
     auto name = field.as_choice({"seeds", "long", "specdec"});
     if (name && *name == "specdec") {
-      prompts.workload = parse_workload(field, *name, experiment_dir, &prompts.chat);
+      prompts.workload = parse_workload(field, *name, experiment_dir, &prompts.loaded);
       prompts.builtin.clear();
     } else if (name) {
       prompts.builtin = *name;
@@ -74,7 +74,7 @@ void parse_prompts(const util::YamlField& field, const std::string& experiment_d
   for (const auto& name : workload_source_names()) {
     if (auto source = field[name]; source.present()) {
       field.check_keys({name});
-      prompts.workload = parse_workload(source, name, experiment_dir, &prompts.chat);
+      prompts.workload = parse_workload(source, name, experiment_dir, &prompts.loaded);
       prompts.builtin.clear();
       return;
     }
@@ -181,7 +181,7 @@ void parse_command(const util::YamlField& field, BenchmarkSpec& spec) {
 } // namespace
 
 util::Duration default_timeout(const BenchmarkSpec& spec) {
-  double seconds_per_request = spec.max_tokens / k_floor_tok_s_per_stream;
+  double seconds_per_request = spec.prompts.longest_output(spec.max_tokens) / k_floor_tok_s_per_stream;
   double total = 0;
   switch (spec.kind) {
   case BenchmarkKind::single_stream:
@@ -261,7 +261,7 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   if (auto v = field["prompts"]; v.present()) {
     parse_prompts(v, experiment_dir, spec.prompts);
   }
-  if (spec.prompts.chat && spec.endpoint != Endpoint::chat) {
+  if (spec.prompts.chat() && spec.endpoint != Endpoint::chat) {
     field["prompts"].error("the dataset holds chats (messages): they need endpoint: chat");
   }
   if (spec.prompts.workload && exact_lengths(*spec.prompts.workload) && !field["unique_prompts"].present()) {

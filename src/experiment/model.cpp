@@ -26,6 +26,20 @@ int BenchmarkSpec::requests_at(int level) const {
   return requests.value_or(std::max(2 * level, k_min_requests_per_level));
 }
 
+bool PromptSpec::chat() const {
+  return loaded && std::any_of(loaded->requests.begin(), loaded->requests.end(),
+                               [](const bench::WorkloadRequest& r) { return !r.messages.empty(); });
+}
+
+int PromptSpec::longest_output(int max_tokens) const {
+  return loaded ? bench::longest_output(loaded->requests, max_tokens) : max_tokens;
+}
+
+std::string BenchmarkSpec::output_text() const {
+  return prompts.loaded ? bench::describe_output(prompts.loaded->requests, max_tokens)
+                        : fmt::format("{} tokens", max_tokens);
+}
+
 std::string PromptSpec::describe() const {
   if (workload) {
     return bench::describe(*workload);
@@ -56,21 +70,21 @@ std::string BenchmarkSpec::measures_text() const {
 std::string BenchmarkSpec::describe() const {
   switch (kind) {
   case BenchmarkKind::single_stream:
-    return fmt::format("single_stream: {} runs x {} tokens, {}, {} warmup{}", runs, max_tokens, prompts.describe(),
+    return fmt::format("single_stream: {} runs x {}, {}, {} warmup{}", runs, output_text(), prompts.describe(),
                        warmup, measures_text());
   case BenchmarkKind::concurrency: {
     std::string requests_text =
         requests ? fmt::format("{} requests per level", *requests) : "max(2 x level, 10) requests per level";
-    return fmt::format("concurrency {}: {}, {} tokens, {}{}", util::join(levels_text(levels), ","), requests_text,
-                       max_tokens, prompts.describe(), measures_text());
+    return fmt::format("concurrency {}: {}, {}, {}{}", util::join(levels_text(levels), ","), requests_text,
+                       output_text(), prompts.describe(), measures_text());
   }
   case BenchmarkKind::rate: {
     std::vector<std::string> rates_text;
     for (double r : rates) {
       rates_text.push_back(fmt::format("{}", r));
     }
-    return fmt::format("rate {} req/s for {} each, {} tokens{}{}", util::join(rates_text, ","),
-                       util::format_duration(duration), max_tokens,
+    return fmt::format("rate {} req/s for {} each, {}{}{}", util::join(rates_text, ","),
+                       util::format_duration(duration), output_text(),
                        max_concurrency ? fmt::format(", at most {} in flight", *max_concurrency) : "", measures_text());
   }
   case BenchmarkKind::command: {

@@ -175,7 +175,8 @@ const std::vector<std::string>& workload_source_names() {
 }
 
 std::optional<bench::WorkloadSpec> parse_workload(const util::YamlField& source, const std::string& name,
-                                                  const std::string& experiment_dir, bool* chat) {
+                                                  const std::string& experiment_dir,
+                                                  std::shared_ptr<const bench::Workload>* made) {
   if (name != "specdec" && !source.expect_map()) {
     return std::nullopt;
   }
@@ -197,14 +198,13 @@ std::optional<bench::WorkloadSpec> parse_workload(const util::YamlField& source,
   }
   // The source is read now, so a dataset that is not its format, too small or empty
   // after filtering stops `validate` and `run` before anything launches.
-  auto made = bench::make_workload(*spec);
-  if (!made) {
-    source.error(made.error().what());
+  auto workload = bench::make_workload(*spec);
+  if (!workload) {
+    source.error(workload.error().what());
     return std::nullopt;
   }
-  if (chat != nullptr) {
-    *chat = std::any_of(made->requests.begin(), made->requests.end(),
-                        [](const bench::WorkloadRequest& r) { return !r.messages.empty(); });
+  if (made != nullptr) {
+    *made = std::make_shared<const bench::Workload>(std::move(*workload));
   }
   return spec;
 }

@@ -320,7 +320,7 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
     REQUIRE(j.prompts.workload.has_value());
     CHECK(std::get<specctl::bench::JsonlSpec>(*j.prompts.workload).file == data.string());
     CHECK(std::get<specctl::bench::JsonlSpec>(*j.prompts.workload).seed == 4);
-    CHECK(j.prompts.chat);
+    CHECK(j.prompts.chat());
     CHECK(j.unique_prompts);
     CHECK_FALSE(ok.experiment.find_benchmark("r")->unique_prompts);
     CHECK_FALSE(ok.experiment.find_benchmark("g")->unique_prompts);

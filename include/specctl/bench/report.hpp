@@ -22,6 +22,8 @@ struct Document {
   RequestOptions request;
   std::string prompts;
   int warmup = 0;
+  // What the requests ask to generate (describe_output); empty: max_tokens for each.
+  std::string output;
   std::optional<SingleStreamResult> single_stream;
   std::optional<ConcurrencyResult> concurrency;
   std::optional<RateResult> rate;

@@ -211,6 +211,12 @@ std::string describe(const WorkloadSpec& spec);
 // "sharegpt data/sg.json: 200 of 9,412 conversations (seed 0)".
 std::string describe(const Workload& workload);
 
+// What the requests ask to generate: "512 tokens" (max_tokens for every request), or
+// "16-1024 tokens (each request its own)" where requests carry their own lengths.
+std::string describe_output(const std::vector<WorkloadRequest>& requests, int max_tokens);
+// The most output tokens any request asks for (max_tokens for one without its own).
+int longest_output(const std::vector<WorkloadRequest>& requests, int max_tokens);
+
 // Counts a prompt's tokens the way the server will (its /tokenize, or a max_tokens: 1
 // request's usage.prompt_tokens).
 using TokenCounter = std::function<std::expected<int, Error>(const std::string&)>;

@@ -109,9 +109,15 @@ struct PromptSpec {
   std::optional<int> synthetic_input_tokens;
   // A workload source (sharegpt, jsonl, random, shared_prefix, specdec); dataset paths resolved.
   std::optional<bench::WorkloadSpec> workload;
-  // Some of the workload's requests are chats (messages): they need the chat endpoint.
-  bool chat = false;
+  // The workload as made when the experiment was read: every variant sends exactly
+  // these requests, and the dataset is read once.
+  std::shared_ptr<const bench::Workload> loaded;
 
+  // Some of the workload's requests are chats (messages): they need the chat endpoint.
+  bool chat() const;
+  // The most output tokens a request asks for: its own length where the workload
+  // gives one, else max_tokens.
+  int longest_output(int max_tokens) const;
   std::string describe() const;
 };
 
@@ -171,6 +177,8 @@ struct BenchmarkSpec {
   std::optional<ClientWhere> client;
 
   int requests_at(int level) const;
+  // "512 tokens", or the workload's own lengths: "16-1024 tokens (each request its own)".
+  std::string output_text() const;
   std::string describe() const;
   // ", x3 repeats", ", prompts sent verbatim", or nothing: describe()'s tail.
   std::string measures_text() const;

@@ -7,6 +7,7 @@
 #include <specctl/bench/workload.hpp>
 #include <specctl/util/yaml_field.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,9 +29,11 @@ const std::vector<std::string>& workload_source_names();
 // here, so a dataset that is missing, not its format, empty after filtering or smaller
 // than num_prompts is an error at `source` before anything launches. Errors go to the
 // field's diagnostics; nullopt after any.
-// `chat`, when given, is set to whether any request is a chat (messages).
+// `made`, when given, receives the workload made: a run sends exactly these requests
+// without reading the dataset again.
 std::optional<bench::WorkloadSpec> parse_workload(const util::YamlField& source, const std::string& name,
-                                                  const std::string& experiment_dir, bool* chat = nullptr);
+                                                  const std::string& experiment_dir,
+                                                  std::shared_ptr<const bench::Workload>* made = nullptr);
 
 // `specctl bench --dataset TEXT`: the same sources written as YAML on one line
 // ("specdec", "{random: {input_tokens: 512}}"), paths relative to base_dir. Throws
