@@ -230,6 +230,38 @@ std::string sources_text(const LevelsTable& table) {
   return sources_line(accept, tokens, samples);
 }
 
+std::string category_figure(std::optional<double> value, int decimals) {
+  return value && std::isfinite(*value) ? fmt::format("{:.{}f}", *value, decimals) : "—";
+}
+
+std::string category_cell(const std::optional<CategoryFigures>& figures) {
+  if (!figures) {
+    return "—";
+  }
+  return category_figure(figures->accept_length, 2) + " · " + category_figure(figures->tok_s, 1) +
+         failed_text(figures->counts);
+}
+
+std::string category_title(const CategoryTable& table) {
+  return table.level.empty() ? table.benchmark + " (single stream)" : table.benchmark + " at " + table.level;
+}
+
+std::string category_note(const CategoryTable& table) {
+  std::vector<std::pair<std::string, std::string>> accept;
+  for (const auto& row : table.rows) {
+    accept.emplace_back(row.accept_length_source, row.variant);
+  }
+  // tok/s here is per request, so a reader must not hold it against a level's throughput.
+  std::string out = "tok/s per request: output tokens / end-to-end time of each completed request, averaged over the "
+                    "category (not the throughput above)";
+  if (table.repeats > 1) {
+    out += fmt::format("; means over the level's {} repeats, of those that have the figure", table.repeats);
+  }
+  auto sources = grouped(accept);
+  out += sources.empty() ? "; no accept length per category was reported" : "; accept length from " + sources;
+  return out + "; —: not reported.";
+}
+
 const std::vector<std::pair<std::string, std::string>>& glossary() {
   static const std::vector<std::pair<std::string, std::string>> k_terms = {
       {"tok/s", "output tokens of completed requests / wall time (single stream: each run's tokens / its end-to-end "

@@ -48,6 +48,18 @@ std::string tok_s_cell(const LevelFigures& level);
 // A command benchmark's metric: "0.4312", or "-".
 std::string metric_cell(std::optional<double> value);
 
+// The per-category tables, in report.md and report.html alike.
+// A figure of a category: "2.87", or "—" when not reported.
+std::string category_figure(std::optional<double> value, int decimals);
+// A variant's cell: "2.87 · 93.1" (accept length · tok/s per request), "— · 85.0"
+// without an accept length, "—" without figures, and " (1 of 11 failed)" when requests failed.
+std::string category_cell(const std::optional<CategoryFigures>& figures);
+// What a table is about: "single-stream", "parallel at c10".
+std::string category_title(const CategoryTable& table);
+// The line under a table: what its figures are, over how many repeats, and
+// where accept length came from per variant.
+std::string category_note(const CategoryTable& table);
+
 // A CSV field, quoted as RFC 4180 says when it holds a comma, quote or newline.
 std::string csv_field(const std::string& value);
 // Text for XML content and attributes; control characters XML 1.0 forbids become '?'.

@@ -190,6 +190,26 @@ std::string to_csv(const Report& r) {
       }
     }
   }
+  // Per category: the benchmark's own section and level, the category in the metric's name.
+  for (const auto& t : r.categories) {
+    for (const auto& row : t.rows) {
+      for (std::size_t i = 0; i < t.categories.size(); ++i) {
+        const auto& f = row.categories[i];
+        if (!f) {
+          continue;
+        }
+        CsvRow tok = csv_row(t.kind, row.variant, status_of(r, row.variant), t.benchmark, t.level,
+                             "request_tok_s[" + t.categories[i] + "]", f->tok_s);
+        tok.completed = f->counts.completed;
+        tok.failed = f->counts.failed;
+        out += csv_line(tok);
+        if (f->accept_length) {
+          out += csv_line(csv_row(t.kind, row.variant, tok.status, t.benchmark, t.level,
+                                  "accept_length[" + t.categories[i] + "]", f->accept_length));
+        }
+      }
+    }
+  }
   for (const auto& n : r.noise) {
     CsvRow c = csv_row("noise", r.repeat, status_of(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
     c.expected = n.first;
@@ -306,6 +326,45 @@ std::string to_json(const Report& r) {
       rows.push_back({{"variant", variant}, {"metrics", metrics}});
     }
     out["commands"].push_back({{"benchmark", t.benchmark}, {"spec", t.spec}, {"rows", rows}});
+  }
+  out["categories"] = ojson::array();
+  for (const auto& t : r.categories) {
+    ojson rows = ojson::array();
+    for (const auto& row : t.rows) {
+      // Keyed by category in the workload's order (ordered_json keeps it).
+      ojson figures = ojson::object();
+      for (std::size_t i = 0; i < t.categories.size(); ++i) {
+        const auto& f = row.categories[i];
+        figures[t.categories[i]] = f ? ojson{{"requests", counts_json(f->counts)},
+                                             {"tok_s", optional_number(f->tok_s)},
+                                             {"accept_length", optional_number(f->accept_length)}}
+                                     : ojson(nullptr);
+      }
+      rows.push_back({{"variant", row.variant},
+                      {"accept_length_source",
+                       row.accept_length_source.empty() ? ojson(nullptr) : ojson(row.accept_length_source)},
+                      {"categories", figures}});
+    }
+    out["categories"].push_back({{"benchmark", t.benchmark},
+                                 {"kind", t.kind},
+                                 {"level", t.level.empty() ? ojson(nullptr) : ojson(t.level)},
+                                 {"repeats", t.repeats},
+                                 {"categories", t.categories},
+                                 {"note", detail::category_note(t)},
+                                 {"rows", rows}});
+  }
+  out["lengths"] = ojson::array();
+  for (const auto& l : r.lengths) {
+    auto histogram = [](const std::optional<LengthHistogram>& h) {
+      return h ? ojson{{"lo", h->lo}, {"width", h->width}, {"counts", h->counts}, {"requests", h->requests}}
+               : ojson(nullptr);
+    };
+    out["lengths"].push_back({{"benchmark", l.benchmark},
+                              {"variant", l.variant},
+                              {"input_tokens", histogram(l.input_tokens)},
+                              {"output_tokens", histogram(l.output_tokens)},
+                              {"same", l.same},
+                              {"differing", l.differing}});
   }
   out["noise"] = ojson::array();
   for (const auto& n : r.noise) {

@@ -175,6 +175,8 @@ public:
     for (const auto& table : m_report.commands) {
       commands(table);
     }
+    categories();
+    lengths();
     noise();
     expectations();
     load_times();
@@ -203,7 +205,7 @@ private:
   }
 
   // The variant's name, marked when it did not finish, so no table hides a failure.
-  std::string variant_cell(const std::string& name, int rows = 1) const {
+  std::string variant_html(const std::string& name) const {
     std::string html = escape(name);
     if (name == m_report.baseline) {
       html += " <span class=\"muted\">(baseline)</span>";
@@ -211,6 +213,11 @@ private:
     if (const VariantRow* row = variant_row(name); row && row->status != "ok") {
       html += " <span class=\"bad\">" + escape(row->status) + "</span>";
     }
+    return html;
+  }
+
+  std::string variant_cell(const std::string& name, int rows = 1) const {
+    const std::string html = variant_html(name);
     return rows > 1 ? "<td rowspan=\"" + std::to_string(rows) + "\">" + html + "</td>" : td(html);
   }
 
@@ -489,6 +496,92 @@ private:
       m_out += "</tr>\n";
     }
     m_out += "</tbody>\n</table>\n";
+  }
+
+  // Categories as rows; per variant two columns, accept length and tok/s, so
+  // each figure lines up with its kind down the table.
+  void categories() {
+    if (m_report.categories.empty()) {
+      return;
+    }
+    m_out += "<h2>Per category</h2>\n<p>The workload's prompt categories one by one: accept length and tok/s per "
+             "request, per variant.</p>\n";
+    for (const auto& table : m_report.categories) {
+      m_out += "<h3>" + escape(detail::category_title(table)) + "</h3>\n<table class=\"categories\">\n<thead><tr>";
+      m_out += "<th rowspan=\"2\">Category</th>";
+      for (const auto& row : table.rows) {
+        m_out += "<th colspan=\"2\">" + variant_html(row.variant) + "</th>";
+      }
+      m_out += "</tr>\n<tr>";
+      for (std::size_t i = 0; i < table.rows.size(); ++i) {
+        m_out += th("Accept length", "num") + th("tok/s", "num");
+      }
+      m_out += "</tr></thead>\n<tbody>\n";
+      for (std::size_t i = 0; i < table.categories.size(); ++i) {
+        m_out += "<tr>" + td(escape(table.categories[i]));
+        for (const auto& row : table.rows) {
+          const auto& figures = row.categories[i];
+          if (!figures) {
+            m_out += td("\u2014", "num") + td("\u2014", "num");
+            continue;
+          }
+          std::string tok_s = escape(detail::category_figure(figures->tok_s, 1));
+          if (figures->counts.failed > 0) {
+            tok_s += "<span class=\"bad\">" + escape(detail::failed_text(figures->counts)) + "</span>";
+          }
+          m_out += td(escape(detail::category_figure(figures->accept_length, 2)), "num") + td(tok_s, "num");
+        }
+        m_out += "</tr>\n";
+      }
+      m_out += "</tbody>\n</table>\n<p class=\"sources\">" + escape(detail::category_note(table)) + "</p>\n";
+    }
+  }
+
+  void lengths() {
+    if (m_report.lengths.empty()) {
+      return;
+    }
+    m_out += "<h2>Request lengths</h2>\n";
+    for (const auto& lengths : m_report.lengths) {
+      m_out += "<h3>" + escape(lengths.benchmark) + "</h3>\n";
+      length_plot(lengths, lengths.input_tokens, "input-lengths", "Prompt tokens", "prompt tokens",
+                  "prompt tokens per request (as the server counted them)");
+      length_plot(lengths, lengths.output_tokens, "output-lengths", "Output tokens", "output tokens",
+                  "output tokens per request");
+    }
+  }
+
+  void length_plot(const LengthHistograms& lengths, const std::optional<LengthHistogram>& histogram,
+                   const std::string& kind, const std::string& what, const std::string& what_lower,
+                   const std::string& x_label) {
+    if (!histogram) {
+      return;
+    }
+    svg::Histogram chart{.title = what + " per request, " + lengths.benchmark,
+                         .x_label = x_label,
+                         .y_label = "requests",
+                         .unit = "tokens",
+                         .counted = "requests",
+                         .lo = histogram->lo,
+                         .width = histogram->width,
+                         .counts = histogram->counts,
+                         .style = style_of(lengths.variant)};
+    if (!svg::has_data(chart)) {
+      no_data("for " + what_lower + " of " + lengths.benchmark);
+      return;
+    }
+    // Which variant's requests these are, and how far they stand for the others.
+    std::string caption =
+        fmt::format("{} of all {} completed requests of {}, as {} ran them, in bins of {} token{}", what,
+                    histogram->requests, lengths.benchmark, lengths.variant, short_number(histogram->width),
+                    histogram->width == 1 ? "" : "s");
+    if (!lengths.same.empty()) {
+      caption += "; the same in " + util::join(lengths.same, ", ");
+    }
+    if (!lengths.differing.empty()) {
+      caption += "; different in " + util::join(lengths.differing, ", ");
+    }
+    figure(kind, svg::render(chart), caption + ".");
   }
 
   void expectations() {

@@ -113,6 +113,29 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
   return out;
 }
 
+// Categories as rows and variants as columns: reading across a row compares the
+// variants on one kind of prompt, reading down one shows where speculation helps.
+std::string categories_section(const Report& r) {
+  std::string out = "## Per category\n\nThe workload's prompt categories one by one, a column per variant; each cell "
+                    "is accept length · tok/s per request.\n\n";
+  for (const auto& t : r.categories) {
+    std::vector<util::TableColumn> columns = {{"category"}};
+    for (const auto& row : t.rows) {
+      columns.push_back({row.variant, Align::right});
+    }
+    TextTable table(std::move(columns));
+    for (std::size_t i = 0; i < t.categories.size(); ++i) {
+      std::vector<std::string> cells = {t.categories[i]};
+      for (const auto& row : t.rows) {
+        cells.push_back(detail::category_cell(row.categories[i]));
+      }
+      table.add_row(std::move(cells));
+    }
+    out += fmt::format("### {}\n\n{}\n{}\n\n", detail::category_title(t), table.markdown(), detail::category_note(t));
+  }
+  return out;
+}
+
 std::string noise_section(const Report& r) {
   TextTable table({{"benchmark"},
                    {"level"},
@@ -225,6 +248,9 @@ std::string to_markdown(const Report& r) {
   }
   for (const auto& t : r.commands) {
     sections.push_back(command_section(t));
+  }
+  if (!r.categories.empty()) {
+    sections.push_back(categories_section(r));
   }
   if (!r.noise.empty()) {
     sections.push_back(noise_section(r));

@@ -2,6 +2,7 @@
 
 #include "cells.hpp"
 #include "noise.hpp"
+#include "workload.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -97,23 +98,9 @@ std::vector<double> run_figures(const json& benchmark) {
   return out;
 }
 
-std::string accept_source_text(const json& holder) {
-  std::string kind = text(dig(holder, {"accept_length_source", "kind"}));
-  if (kind == "log") {
-    return "server log lines";
-  }
-  if (kind == "prometheus") {
-    return "/metrics counters";
-  }
-  if (kind == "responses") {
-    return "response timings";
-  }
-  return kind;
-}
-
 Sources sources_of(const json& holder, const json& result) {
   Sources out;
-  out.accept_length = accept_source_text(holder);
+  out.accept_length = detail::accept_source_text(holder);
   out.tokens = text(dig(holder, {"metrics", "token_source"}), text(dig(result, {"token_source"})));
   return out;
 }
@@ -557,10 +544,21 @@ Report build_report(const RunData& data, const ReportOptions& options) {
     if (info.kind == "single_stream") {
       report.single_stream.push_back(
           single_stream_table(data, info, variants, baseline, report.repeat, report.max_failed_pct));
+      if (auto table = detail::single_stream_categories(data, report.single_stream.back())) {
+        report.categories.push_back(std::move(*table));
+      }
     } else if (info.kind == "concurrency" || info.kind == "rate") {
       report.levels.push_back(levels_table(data, info, variants, baseline, report.repeat, report.max_failed_pct));
+      for (auto& table : detail::level_categories(data, report.levels.back())) {
+        report.categories.push_back(std::move(table));
+      }
     } else if (info.kind == "command") {
       report.commands.push_back(command_table(data, info, variants));
+    }
+    if (info.kind != "command") {
+      if (auto lengths = detail::length_histograms(data, info.name, variants, baseline)) {
+        report.lengths.push_back(std::move(*lengths));
+      }
     }
   }
   if (!report.repeat.empty()) {

@@ -268,6 +268,11 @@ bool has_data(const BarChart& chart) {
   return std::any_of(chart.bars.begin(), chart.bars.end(), [](const Bar& bar) { return finite(bar.value); });
 }
 
+bool has_data(const Histogram& chart) {
+  return chart.width > 0 && std::isfinite(chart.lo) && std::isfinite(chart.width) &&
+         std::any_of(chart.counts.begin(), chart.counts.end(), [](int count) { return count > 0; });
+}
+
 std::string render(const LineChart& chart) {
   const bool log_x = chart.x_scale == ScaleKind::log;
   // The x domain: every tick and every point that can be drawn on this scale.
@@ -425,6 +430,61 @@ std::string render(const BarChart& chart) {
                        num(label_y), fixed(value, chart.decimals));
   }
   out += "</svg>\n";
+  return out;
+}
+
+std::string render(const Histogram& chart) {
+  int most = 0;
+  for (int count : chart.counts) {
+    most = std::max(most, count);
+  }
+  const double height = plot_bottom() + k_axis_room;
+  std::string out = title_and_open(chart.title, height);
+  // At least 5 on the y axis, so a handful of requests gets whole-number ticks.
+  const YAxis axis = y_axis(std::max(most, 5), chart.y_label);
+  out += axis.svg;
+  const Scale y(ScaleKind::linear, 0, axis.top, plot_bottom(), k_margin_top);
+
+  const double width = chart.width > 0 && std::isfinite(chart.width) ? chart.width : 1;
+  const double high = chart.lo + width * static_cast<double>(std::max<std::size_t>(1, chart.counts.size()));
+  // The x axis runs between round ticks around the bins, so every tick lies on the plot.
+  const auto ticks = nice_ticks(chart.lo, high, 6);
+  const Scale x(ScaleKind::linear, ticks.front(), ticks.back(), k_margin_left, plot_right());
+  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
+  for (double tick : ticks) {
+    out += fmt::format("<line class=\"tickmark\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", num(x(tick)),
+                       num(plot_bottom()), num(plot_bottom() + 5));
+    out += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x(tick)),
+                       num(plot_bottom() + 19), tick_label(tick, step));
+  }
+  out += x_axis_label(chart.x_label);
+
+  // Bin bounds are usually whole tokens; a fractional width keeps its decimal.
+  auto bound = [](double value) { return fixed(value, value == std::floor(value) ? 0 : 1); };
+  out += fmt::format("<g class=\"series s{}\">\n", chart.style % k_palette_size);
+  for (std::size_t k = 0; k < chart.counts.size(); ++k) {
+    if (chart.counts[k] <= 0) {
+      continue;
+    }
+    const double from = chart.lo + width * static_cast<double>(k);
+    const double left = x(from);
+    const double right = x(from + width);
+    // A hairline between neighbours where bins are wide enough to spare it.
+    const double gap = right - left > 4 ? 1 : 0;
+    const double top = y(chart.counts[k]);
+    // "1 request", "3 requests".
+    std::string counted = chart.counted;
+    if (chart.counts[k] == 1 && counted.ends_with('s')) {
+      counted.pop_back();
+    }
+    const std::string tooltip =
+        fmt::format("[{}, {}) {}: {} {}", bound(from), bound(from + width), chart.unit, chart.counts[k], counted);
+    out +=
+        fmt::format("<rect class=\"mark bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>\n",
+                    num(left + gap / 2), num(top), num(std::max(0.5, right - left - gap)), num(plot_bottom() - top),
+                    escape(tooltip));
+  }
+  out += "</g>\n</svg>\n";
   return out;
 }
 

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
 
+namespace fs = std::filesystem;
 namespace svg = specctl::report::svg;
 using specctl::report::to_html;
 
@@ -217,4 +219,78 @@ TEST_CASE("report html: a plot without data is a note, not an empty figure") {
   CHECK(html.find("<p class=\"nodata\">No data to plot for output tok/s of parallel.</p>") != std::string::npos);
   CHECK(html.find("<p class=\"nodata\">No data to plot for load times.</p>") != std::string::npos);
   CHECK(html.find("never started") != std::string::npos);
+}
+
+namespace {
+
+// Every figure of one kind, in page order.
+std::vector<std::string> figures_of(const std::string& html, const std::string& kind) {
+  std::vector<std::string> out;
+  const std::string open = "<figure class=\"plot\" data-plot=\"" + kind + "\">";
+  for (auto start = html.find(open); start != std::string::npos; start = html.find(open, start + 1)) {
+    out.push_back(html.substr(start, html.find("</figure>", start) - start));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("report html: a histogram draws a bar per non-empty bin") {
+  svg::Histogram chart{.title = "Prompt tokens per request, chat",
+                       .x_label = "prompt tokens per request",
+                       .y_label = "requests",
+                       .unit = "tokens",
+                       .counted = "requests",
+                       .lo = 32,
+                       .width = 16,
+                       .counts = {1, 0, 3, 2},
+                       .style = 1};
+  REQUIRE(svg::has_data(chart));
+  const std::string drawn = svg::render(chart);
+  CHECK(count(drawn, "<rect class=\"mark bar\"") == 3);
+  CHECK(drawn.find("role=\"img\" aria-label=\"Prompt tokens per request, chat\"") != std::string::npos);
+  CHECK(drawn.find("<title>[32, 48) tokens: 1 request</title>") != std::string::npos);
+  CHECK(drawn.find("<title>[64, 80) tokens: 3 requests</title>") != std::string::npos);
+  CHECK(drawn.find(">prompt tokens per request</text>") != std::string::npos);
+  CHECK(drawn.find("<g class=\"series s1\">") != std::string::npos);
+  chart.counts = {0, 0};
+  CHECK_FALSE(svg::has_data(chart));
+}
+
+TEST_CASE("report html: per-category tables and request length histograms of the fixture") {
+  const auto data =
+      specctl::report::read_run(fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report" / "categories");
+  const std::string html = to_html(specctl::report::build_report(data));
+
+  CHECK(count(html, "<table class=\"categories\">") == 2);
+  CHECK(html.find("<h3>parallel at c8</h3>") != std::string::npos);
+  CHECK(html.find("<th colspan=\"2\">eagle3</th>") != std::string::npos);
+  // eagle3's code at c8: accept length and tok/s in columns of their own, the failure marked.
+  CHECK(html.find("<td>code</td><td class=\"num\">—</td><td class=\"num\">63.0</td><td class=\"num\">3.25</td>"
+                  "<td class=\"num\">125.0<span class=\"bad\"> (1 of 11 failed)</span></td>"
+                  "<td class=\"num\">—</td><td class=\"num\">—</td></tr>") != std::string::npos);
+  CHECK(html.find("accept length from server log lines (eagle3)") != std::string::npos);
+
+  // One input and one output histogram per benchmark that has them (not plain).
+  const auto inputs = figures_of(html, "input-lengths");
+  const auto outputs = figures_of(html, "output-lengths");
+  REQUIRE(inputs.size() == 2);
+  REQUIRE(outputs.size() == 2);
+  // single: baseline's counts 1, 3, 2 and 0, 4, 2; parallel: eagle3's 5, 0, 7, 2 and 2, 10, 2.
+  CHECK(count(inputs[0], "<rect class=\"mark bar\"") == 3);
+  CHECK(count(outputs[0], "<rect class=\"mark bar\"") == 2);
+  CHECK(count(inputs[1], "<rect class=\"mark bar\"") == 3);
+  CHECK(count(outputs[1], "<rect class=\"mark bar\"") == 3);
+  for (const auto& figure : {inputs[0], outputs[1]}) {
+    CHECK(figure.find("role=\"img\" aria-label=\"") != std::string::npos);
+    CHECK(figure.find("<title>") != std::string::npos);
+    CHECK(figure.find(">requests</text>") != std::string::npos);
+  }
+  CHECK(inputs[0].find(">prompt tokens per request (as the server counted them)</text>") != std::string::npos);
+  CHECK(outputs[0].find(">output tokens per request</text>") != std::string::npos);
+  // The caption says whose requests these are, and how far they stand for the others.
+  CHECK(inputs[0].find("<figcaption>Prompt tokens of all 6 completed requests of single, as baseline ran them, in "
+                       "bins of 64 tokens; the same in eagle3; different in old.</figcaption>") != std::string::npos);
+  CHECK(outputs[1].find("as eagle3 ran them, in bins of 64 tokens.</figcaption>") != std::string::npos);
+  CHECK(lower(html).find("<script") == std::string::npos);
 }

@@ -302,3 +302,193 @@ TEST_CASE("report: the terminal table says what report.json says, cell by cell")
     CHECK(compared > 10);
   }
 }
+
+namespace {
+
+const report::CategoryRow& category_row(const report::CategoryTable& t, const std::string& variant) {
+  for (const auto& row : t.rows) {
+    if (row.variant == variant) {
+      return row;
+    }
+  }
+  throw std::runtime_error("no row " + variant);
+}
+
+// The text of one "## " section of report.md, up to the next one.
+std::string md_section(const std::string& md, const std::string& heading) {
+  auto start = md.find("## " + heading + "\n");
+  if (start == std::string::npos) {
+    return "";
+  }
+  auto end = md.find("\n## ", start);
+  return md.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+}
+
+} // namespace
+
+// tests/data/report/categories: baseline, eagle3 and old over three benchmarks.
+// "single" and "parallel" (c1 and c8, two repeats) ran built-in prompts in three
+// categories; only c8 has per-category figures, eagle3's second repeat there one
+// more category (writing), and old none at all. "plain" has none anywhere.
+TEST_CASE("report: figures per category in the workload's order, with the repeats of a level averaged") {
+  auto r = report::build_report(report::read_run(k_data / "categories"));
+  REQUIRE(r.categories.size() == 2);
+
+  const auto& single = r.categories[0];
+  CHECK(single.benchmark == "single");
+  CHECK(single.kind == "single_stream");
+  CHECK(single.level.empty());
+  // category_order, not the sorted keys of by_category.
+  CHECK(single.categories == std::vector<std::string>{"conversation", "code", "math"});
+  REQUIRE(single.rows.size() == 3);
+  const auto& eagle = category_row(single, "eagle3");
+  CHECK(eagle.accept_length_source == "server log lines");
+  CHECK(*eagle.categories[1]->accept_length == doctest::Approx(3.25));
+  CHECK(*eagle.categories[1]->tok_s == doctest::Approx(230.0));
+  CHECK(eagle.categories[1]->counts.completed == 2);
+  // No accept length for math: the figure is missing, the category is not.
+  CHECK_FALSE(eagle.categories[2]->accept_length);
+  CHECK(*eagle.categories[2]->tok_s == doctest::Approx(150.0));
+  CHECK(category_row(single, "baseline").accept_length_source.empty());
+  // old has no per-category figures: a row with nothing in it, not a missing row.
+  for (const auto& figures : category_row(single, "old").categories) {
+    CHECK_FALSE(figures);
+  }
+
+  // c1 has no per-category figures in any variant: no table for it.
+  const auto& parallel = r.categories[1];
+  CHECK(parallel.benchmark == "parallel");
+  CHECK(parallel.kind == "concurrency");
+  CHECK(parallel.level == "c8");
+  CHECK(parallel.repeats == 2);
+  CHECK(parallel.categories == std::vector<std::string>{"conversation", "code", "math", "writing"});
+  const auto& at_c8 = category_row(parallel, "eagle3");
+  // code: tok/s 120 and 130, accept length 3.0 and 3.5, 5 + 5 completed and 0 + 1 failed.
+  CHECK(*at_c8.categories[1]->tok_s == doctest::Approx(125.0));
+  CHECK(*at_c8.categories[1]->accept_length == doctest::Approx(3.25));
+  CHECK(at_c8.categories[1]->counts.completed == 10);
+  CHECK(at_c8.categories[1]->counts.failed == 1);
+  CHECK(at_c8.categories[1]->counts.requests == 11);
+  // conversation: an accept length in the first repeat only, so the mean of that one.
+  CHECK(*at_c8.categories[0]->accept_length == doctest::Approx(2.0));
+  CHECK(*at_c8.categories[0]->tok_s == doctest::Approx(105.0));
+  // writing: the second repeat only.
+  CHECK(at_c8.categories[3]->counts.completed == 3);
+  CHECK(*at_c8.categories[3]->tok_s == doctest::Approx(70.0));
+  CHECK_FALSE(category_row(parallel, "baseline").categories[3]);
+  CHECK(*category_row(parallel, "baseline").categories[0]->tok_s == doctest::Approx(61.0));
+
+  for (const auto& t : r.categories) {
+    CHECK(t.benchmark != "plain");
+  }
+}
+
+TEST_CASE("report: categories without category_order keep the order of by_category's keys") {
+  auto data = report::read_run(k_data / "categories");
+  for (auto& [variant, result] : data.results) {
+    result["benchmarks"]["single"].erase("category_order");
+  }
+  auto r = report::build_report(data);
+  REQUIRE_FALSE(r.categories.empty());
+  // nlohmann::json reads keys back sorted.
+  CHECK(r.categories[0].categories == std::vector<std::string>{"code", "conversation", "math"});
+}
+
+TEST_CASE("report: the Per category section of report.md") {
+  auto r = report::build_report(report::read_run(k_data / "categories"));
+  const std::string md = report::to_markdown(r);
+  CHECK(md_section(md, "Per category") ==
+        R"(## Per category
+
+The workload's prompt categories one by one, a column per variant; each cell is accept length · tok/s per request.
+
+### single (single stream)
+
+| category     |  baseline |       eagle3 |  old |
+| ------------ | --------: | -----------: | ---: |
+| conversation | — · 101.0 | 2.50 · 180.0 |    — |
+| code         |  — · 99.5 | 3.25 · 230.0 |    — |
+| math         | — · 100.4 |    — · 150.0 |    — |
+
+tok/s per request: output tokens / end-to-end time of each completed request, averaged over the category (not the throughput above); accept length from server log lines (eagle3); —: not reported.
+
+### parallel at c8
+
+| category     | baseline |                        eagle3 |  old |
+| ------------ | -------: | ----------------------------: | ---: |
+| conversation | — · 61.0 |                  2.00 · 105.0 |    — |
+| code         | — · 63.0 | 3.25 · 125.0 (1 of 11 failed) |    — |
+| math         | — · 59.0 |                      — · 92.0 |    — |
+| writing      |        — |                   1.80 · 70.0 |    — |
+
+tok/s per request: output tokens / end-to-end time of each completed request, averaged over the category (not the throughput above); means over the level's 2 repeats, of those that have the figure; accept length from server log lines (eagle3); —: not reported.
+
+)");
+  // After the benchmark tables.
+  CHECK(md.find("## Per category") > md.find("## plain (single stream)"));
+  CHECK(md.find("### plain") == std::string::npos);
+  // Results without categories get no section at all.
+  CHECK(report::to_markdown(report::build_report(report::read_run(k_data / "honest"))).find("Per category") ==
+        std::string::npos);
+}
+
+TEST_CASE("report: per-category figures in report.csv and report.json") {
+  auto r = report::build_report(report::read_run(k_data / "categories"));
+  const std::string csv = report::to_csv(r);
+  CHECK(csv.find("\nconcurrency,eagle3,ok,parallel,c8,request_tok_s[code],125,,,10,1,,,,,,,,,,\n") !=
+        std::string::npos);
+  CHECK(csv.find("\nconcurrency,eagle3,ok,parallel,c8,accept_length[code],3.25,,,,,,,,,,,,,,\n") != std::string::npos);
+  CHECK(csv.find("\nsingle_stream,baseline,ok,single,,request_tok_s[math],100.4,,,2,0,,,,,,,,,,\n") !=
+        std::string::npos);
+  // No accept length, no row; no figures at all (old), no rows.
+  CHECK(csv.find("accept_length[math]") == std::string::npos);
+  CHECK(csv.find(",old,ok,single,,request_tok_s") == std::string::npos);
+
+  auto doc = nlohmann::json::parse(report::to_json(r));
+  REQUIRE(doc["categories"].size() == 2);
+  const auto& c8 = doc["categories"][1];
+  CHECK(c8["level"] == "c8");
+  CHECK(c8["categories"] == nlohmann::json{"conversation", "code", "math", "writing"});
+  const auto& eagle = c8["rows"][1];
+  CHECK(eagle["variant"] == "eagle3");
+  CHECK(eagle["accept_length_source"] == "server log lines");
+  CHECK(eagle["categories"]["code"]["tok_s"] == 125.0);
+  CHECK(eagle["categories"]["code"]["requests"]["failed"] == 1);
+  CHECK(eagle["categories"]["math"]["accept_length"].is_null());
+  CHECK(c8["rows"][2]["categories"]["code"].is_null());
+  // The categories in the workload's order in the text too (an ordered object).
+  const std::string text = report::to_json(r);
+  CHECK(text.find("\"conversation\": {") < text.find("\"code\": {"));
+}
+
+TEST_CASE("report: request length histograms are the baseline's, or else the first variant's that has them") {
+  auto data = report::read_run(k_data / "categories");
+  auto r = report::build_report(data);
+  REQUIRE(r.lengths.size() == 2);
+  const auto& single = r.lengths[0];
+  CHECK(single.benchmark == "single");
+  CHECK(single.variant == "baseline");
+  REQUIRE(single.input_tokens);
+  CHECK(single.input_tokens->lo == 0);
+  CHECK(single.input_tokens->width == 64);
+  CHECK(single.input_tokens->counts == std::vector<int>{1, 3, 2});
+  CHECK(single.input_tokens->requests == 6);
+  REQUIRE(single.output_tokens);
+  CHECK(single.output_tokens->lo == 192);
+  CHECK(single.same == std::vector<std::string>{"eagle3"});
+  // old's prompts came out differently: said, not hidden.
+  CHECK(single.differing == std::vector<std::string>{"old"});
+  // The baseline has none for parallel: eagle3's.
+  CHECK(r.lengths[1].benchmark == "parallel");
+  CHECK(r.lengths[1].variant == "eagle3");
+  CHECK(r.lengths[1].input_tokens->counts == std::vector<int>{5, 0, 7, 2});
+
+  // A histogram that cannot be drawn (no bin width) is as missing as none.
+  data.results["baseline"]["benchmarks"]["single"]["lengths"]["input_tokens"]["width"] = 0;
+  data.results["baseline"]["benchmarks"]["single"]["lengths"].erase("output_tokens");
+  data.results["eagle3"]["benchmarks"]["single"].erase("lengths");
+  data.results["old"]["benchmarks"]["single"].erase("lengths");
+  auto none = report::build_report(data);
+  REQUIRE(none.lengths.size() == 1);
+  CHECK(none.lengths[0].benchmark == "parallel");
+}

@@ -218,6 +218,74 @@ struct CommandTable {
   std::vector<std::pair<std::string, std::vector<std::optional<double>>>> rows;
 };
 
+// One workload category (code, math, ...) of one variant at one benchmark
+// (and level): the figures its requests gave, over the level's repeats.
+struct CategoryFigures {
+  // Summed over the repeats.
+  Counts counts;
+  // Output tokens / end-to-end seconds of each completed request, averaged: a
+  // per-request figure (as single-stream tok/s), not a level's throughput.
+  // Over repeats, the mean of the repeats that have it.
+  std::optional<double> tok_s;
+  // The server's accept length for the category's requests; the mean of the
+  // repeats that have one; absent when the server gave none per category.
+  std::optional<double> accept_length;
+};
+
+struct CategoryRow {
+  std::string variant;
+  // One per CategoryTable::categories; nullopt where the variant has no figures
+  // for the category (no per-category results, a failed or missing variant).
+  std::vector<std::optional<CategoryFigures>> categories;
+  // Where its accept lengths came from, in Sources::accept_length's words; empty without any.
+  std::string accept_length_source;
+};
+
+// A benchmark's figures per workload category, at one level: categories as
+// rows, variants as columns. Built only where some variant has them, because
+// the workload's prompts had categories.
+struct CategoryTable {
+  std::string benchmark;
+  // The benchmark's kind: "single_stream", "concurrency" or "rate".
+  std::string kind;
+  // "c10", "2/s", or empty for single stream.
+  std::string level;
+  // Repeats per level the experiment asked for (1 when it did not say, and for single stream).
+  int repeats = 1;
+  // In the workload's order.
+  std::vector<std::string> categories;
+  // Every variant of the run, in its order.
+  std::vector<CategoryRow> rows;
+};
+
+// Counts in equal bins: bin k covers [lo + k * width, lo + (k + 1) * width) tokens.
+struct LengthHistogram {
+  double lo = 0;
+  double width = 1;
+  std::vector<int> counts;
+  // The counts summed: the requests behind the histogram.
+  int requests = 0;
+
+  bool operator==(const LengthHistogram&) const = default;
+};
+
+// The prompt and output lengths of a benchmark's completed requests (all levels
+// and repeats). Variants run the same seeded workload, so one variant's
+// histograms stand for all: the baseline's, or else the first variant's that has them.
+struct LengthHistograms {
+  std::string benchmark;
+  // Whose histograms these are.
+  std::string variant;
+  // Prompt tokens as the server counted them.
+  std::optional<LengthHistogram> input_tokens;
+  // Output tokens served.
+  std::optional<LengthHistogram> output_tokens;
+  // The other variants that have histograms: the same as these, and not (a
+  // workload that changed between them), so the page can say how far they stand for all.
+  std::vector<std::string> same;
+  std::vector<std::string> differing;
+};
+
 struct ExpectationRow {
   std::string variant;
   std::string benchmark;
@@ -263,6 +331,10 @@ struct Report {
   std::vector<SingleStreamTable> single_stream;
   std::vector<LevelsTable> levels;
   std::vector<CommandTable> commands;
+  // Per benchmark in the experiment's order, and per level within a levels benchmark.
+  std::vector<CategoryTable> categories;
+  // Per benchmark that ran built-in requests, in the experiment's order.
+  std::vector<LengthHistograms> lengths;
   std::vector<ExpectationRow> expectations;
   std::vector<NoiseRow> noise;
   // Things a reader must know to trust the tables ("the baseline failed: no speedups").

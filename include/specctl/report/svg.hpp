@@ -100,12 +100,31 @@ struct BarChart {
   std::vector<Bar> bars;
 };
 
+// Counts in equal, adjacent bins along a linear x axis.
+struct Histogram {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  // Appended to the bins' bounds in the bars' tooltips ("tokens").
+  std::string unit;
+  // What a count counts, plural, in the tooltips ("requests"; "1 request" for one).
+  std::string counted;
+  // Bin k covers [lo + k * width, lo + (k + 1) * width).
+  double lo = 0;
+  double width = 1;
+  std::vector<int> counts;
+  int style = 0;
+};
+
 // Whether a chart has anything to draw; the page writes a note instead of an empty plot.
 bool has_data(const LineChart& chart);
 bool has_data(const BarChart& chart);
+bool has_data(const Histogram& chart);
 
 // An <svg> element with viewBox, role="img", a <title> and aria-label.
 std::string render(const LineChart& chart);
 std::string render(const BarChart& chart);
+// A bar per non-empty bin, so the bars' count is the bins that hold something.
+std::string render(const Histogram& chart);
 
 } // namespace specctl::report::svg
