@@ -138,10 +138,17 @@ void Engine::start(const std::string& phase, int index, Clock::time_point level_
   const int prompt = index % static_cast<int>(m_options.prompts.size());
   const auto at = static_cast<std::size_t>(prompt);
   const WorkloadRequest& request = m_options.prompts[at];
-  std::string body = m_options.unique_prompts
-                         ? build_body(m_options.request, m_target.model, request,
-                                      unique_prefix(m_options.prompt_tag, phase, index))
-                         : m_bodies[at];
+  // A warmup request shares nothing with a measured one, not even a workload's
+  // shared prefix: sent verbatim it would put a measured prompt in the server's cache.
+  const bool warmup = phase == k_warmup_phase;
+  std::string body;
+  if (m_options.unique_prompts || warmup) {
+    WorkloadRequest whole = request;
+    whole.shared_bytes = warmup ? 0 : request.shared_bytes;
+    body = build_body(m_options.request, m_target.model, whole, unique_prefix(m_options.prompt_tag, phase, index));
+  } else {
+    body = m_bodies[at];
+  }
   stream->begin(std::move(body), index, prompt, level_start, intended, origin);
   stream->label(request.id, request.category, request.input_tokens,
                 request.output_tokens > 0 ? request.output_tokens : m_options.request.max_tokens);

@@ -16,6 +16,9 @@
 
 namespace specctl::bench::detail {
 
+// The phase of the requests every mode sends before measuring.
+inline constexpr const char* k_warmup_phase = "warmup";
+
 // What one level sends.
 struct LevelPlan {
   std::string phase;

@@ -28,7 +28,7 @@ void check_common(const RunOptions& options) {
 // connections and wake the server's caches before anything is measured.
 void warm_up(detail::Engine& engine, const RunOptions& options) {
   if (options.warmup > 0) {
-    engine.run_level(detail::LevelPlan{"warmup", options.warmup, options.warmup, {}});
+    engine.run_level(detail::LevelPlan{detail::k_warmup_phase, options.warmup, options.warmup, {}});
   }
   if (options.on_measured_start) {
     options.on_measured_start();

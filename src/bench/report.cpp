@@ -245,6 +245,8 @@ nlohmann::json request_to_json(const RequestRecord& r, std::string_view phase) {
           {"server_tok_s", r.server_tok_s >= 0 ? nlohmann::json(r.server_tok_s) : nlohmann::json(nullptr)},
           {"draft_tokens", r.draft_tokens >= 0 ? nlohmann::json(r.draft_tokens) : nlohmann::json(nullptr)},
           {"draft_accepted", r.draft_accepted >= 0 ? nlohmann::json(r.draft_accepted) : nlohmann::json(nullptr)},
+          {"predicted_tokens",
+           r.server_predicted_n >= 0 ? nlohmann::json(r.server_predicted_n) : nlohmann::json(nullptr)},
           {"chunks", chunks}};
 }
 

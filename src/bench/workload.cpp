@@ -348,6 +348,11 @@ struct Describer {
 
 } // namespace
 
+WorkloadSpec with_seed_offset(WorkloadSpec spec, std::uint64_t offset) {
+  std::visit([offset](auto& source) { source.seed += offset; }, spec);
+  return spec;
+}
+
 int longest_output(const std::vector<WorkloadRequest>& requests, int max_tokens) {
   int longest = requests.empty() ? max_tokens : 0;
   for (const auto& r : requests) {

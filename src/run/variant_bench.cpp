@@ -4,6 +4,7 @@
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
 #include <specctl/bench/vllm_json.hpp>
+#include <specctl/experiment/workload_spec.hpp>
 #include <specctl/http/get.hpp>
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
@@ -94,6 +95,12 @@ struct Honesty {
   std::int64_t cached_tokens = -1;
   // Without their chunks: the acceptance check needs only the server's counts.
   std::vector<bench::RequestRecord> records;
+  bool shared_on_purpose = false;
+
+  void workload(const std::vector<bench::WorkloadRequest>& requests) {
+    shared_on_purpose = std::any_of(requests.begin(), requests.end(),
+                                    [](const bench::WorkloadRequest& r) { return r.shared_bytes > 0; });
+  }
 
   // Takes the level's records (its results are written by then).
   void add(bench::LevelResult& level) {
@@ -138,7 +145,9 @@ struct Honesty {
 
   std::vector<std::string> flags(std::string_view benchmark) const {
     std::vector<std::string> out;
-    if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens)) {
+    // A workload that shares a prefix on purpose (shared_prefix groups, random's
+    // prefix_tokens) measures the cache: its hits are the point, not a flattery.
+    if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens); flag && !shared_on_purpose) {
       out.push_back(std::move(*flag));
     }
     if (auto flag = bench::repeated_acceptance_flag(benchmark, records)) {
@@ -299,6 +308,12 @@ void VariantRun::run_warmup() {
   bench::SingleStreamOptions options{common_options(spec, "warmup"), 1};
   options.common.prompt_tag = "warmup";
   options.common.warmup = 0;
+  // It shares nothing with a measured request, not even a workload's shared prefix:
+  // a verbatim prompt would be in the server's cache when its turn comes.
+  options.common.unique_prompts = true;
+  for (auto& request : options.common.prompts) {
+    request.shared_bytes = 0;
+  }
   options.common.on_progress = nullptr;
   ServerWatch watch(*m_host, m_server->files, m_server->pid, m_s.options.stop);
   options.common.stop = watch.stop_flag();
@@ -509,6 +524,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     options.common.hold = watch->hold_flag();
     options.common.on_measured_start = [&] { window = open_window(); };
     categories = bench::categories_of(options.common.prompts);
+    honesty.workload(options.common.prompts);
     const auto parts = windows_per_category() ? bench::split_by_category(options.common.prompts, spec.runs)
                                               : std::vector<bench::CategoryPart>{};
     auto result = parts.empty() ? client().single_stream(spec, options, *watch,
@@ -542,10 +558,19 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     entry["levels"] = ordered::array();
     auto common = common_options(spec, m_phase, &entry["workload"]);
     categories = bench::categories_of(common.prompts);
+    honesty.workload(common.prompts);
     common.stop = watch->stop_flag();
     common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     common.hold = watch->hold_flag();
     bool timed_out = false;
+    // Prompts of exact lengths go verbatim (a prefix of their own would change their
+    // length): each level and repeat after the first draws its own, seed + its place,
+    // so none finds the last one's prompts in the server's prefix cache.
+    const bool redraw =
+        !spec.unique_prompts && spec.prompts.workload && experiment::exact_lengths(*spec.prompts.workload);
+    if (redraw && count * static_cast<std::size_t>(repeats) > 1) {
+      entry["workload"]["redrawn"] = "each level and repeat sends its own draw: the seed plus seed_offset";
+    }
     // Every level once, then every level again: drift over the benchmark (a
     // warming GPU, a filling cache) spreads over all levels instead of landing on one.
     for (int r = 1; r <= repeats && !interrupted && !died && !timed_out; ++r) {
@@ -559,6 +584,15 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
         level_common.warmup = r == 1 && i == 0 ? spec.warmup : 0;
         level_common.prompt_tag = fmt::format("{} r{}", spec.name, r);
         level_common.on_measured_start = [&] { window = open_window(); };
+        const auto seed_offset = static_cast<std::uint64_t>(r - 1) * count + i;
+        if (redraw && seed_offset > 0) {
+          auto drawn = bench::make_workload(bench::with_seed_offset(*spec.prompts.workload, seed_offset));
+          if (!drawn) {
+            throw PhaseFailure{m_phase, drawn.error()};
+          }
+          calibrate(drawn->requests, level_common.request);
+          level_common.prompts = std::move(drawn->requests);
+        }
         const std::string repeat_text = repeats > 1 ? fmt::format(" #{}", r) : "";
         if (rate) {
           // A schedule of its own for every level and repeat, the same on every run of the experiment.
@@ -596,6 +630,9 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
             item["rate"] = report::finite_or_null(spec.rates[i]);
           }
           item["repeat"] = r;
+          if (redraw) {
+            item["seed_offset"] = seed_offset;
+          }
           item["metrics"] = report::level_metrics(level);
           close_window(window, item, level);
           add_categories(item, level, categories, accepts);

@@ -3,14 +3,15 @@
 
 #include "sweep.hpp"
 
+#include <set>
 #include <sstream>
 
 using namespace run_test;
 
 TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-request ids in the result") {
   Sweep sweep;
-  sweep.write("  - name: baseline\n  - name: again",
-              R"(  - {name: par, kind: concurrency, levels: [2], repeats: 1, requests: 6,
+  sweep.write("  - name: baseline\n    knobs: {cache_report: true}\n  - name: again",
+              R"(  - {name: par, kind: concurrency, levels: [2], repeats: 2, requests: 6,
      prompts: {random: {input_tokens: 80, output_tokens: 6, range_ratio: 0.25, num_prompts: 6, seed: 9}}})",
               "1s", 20);
   int code = sweep.run({"--out", sweep.out().string()});
@@ -39,7 +40,8 @@ TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-re
   CHECK(kept[0].filename().string().starts_with("models-Kimi-K2.5-INT4-"));
   const auto counts = read_json(kept[0]);
   CHECK(counts["completions"]["method"] == "/tokenize");
-  CHECK(counts["completions"]["counts"].size() == workload["calibration"]["counts"].get<std::size_t>());
+  // The first draw's counts, and those of the second repeat's own draw.
+  CHECK(counts["completions"]["counts"].size() > workload["calibration"]["counts"].get<std::size_t>());
 
   std::istringstream lines(st::read_file(sweep.out() / "variants/baseline/requests-par.jsonl"));
   int count = 0;
@@ -51,7 +53,19 @@ TEST_CASE("a random workload in a run: calibrated lengths, provenance and per-re
     CHECK(std::abs(r["prompt_tokens"].get<int>() - r["input_tokens"].get<int>()) <= 1);
     ++count;
   }
-  CHECK(count == 6);
+  CHECK(count == 12);
+  // Verbatim prompts of exact lengths: the second repeat draws its own (seed + 1), so
+  // it finds none of the first's in the server's prefix cache.
+  const auto& levels = result["benchmarks"]["par"]["levels"];
+  REQUIRE(levels.size() == 2);
+  CHECK(levels[0]["seed_offset"] == 0);
+  CHECK(levels[1]["seed_offset"] == 1);
+  // SGLang reports cached tokens only when there are some (specsim does as it does).
+  const auto& cached = levels[1]["metrics"]["cached_tokens"];
+  CHECK((cached.is_null() || cached.get<double>() < 0.05 * levels[1]["metrics"]["prompt_tokens"].get<double>()));
+  for (const auto& flag : result["flags"]) {
+    CHECK(flag.get<std::string>().find("prefix cache") == std::string::npos);
+  }
   CHECK(stray_servers(sweep.state()) == "");
 }
 
@@ -112,4 +126,41 @@ TEST_CASE("spec-decode categories in a run: accept length per category from a wi
   CHECK(vllm_par["completed"] == 4);
   CHECK(vllm_par["max_concurrency"] == 2);
   CHECK(stray_servers(sweep.state()) == "");
+}
+
+TEST_CASE("shared-prefix groups in a run: a group's first request finds nothing cached, not even from the warmup") {
+  Sweep sweep;
+  sweep.write("  - name: baseline\n    knobs: {cache_report: true}",
+              R"(  - {name: groups, kind: concurrency, levels: [1], repeats: 1, requests: 6, max_tokens: 8,
+     prompts: {shared_prefix: {groups: 2, per_group: 3, system_tokens: 120, question_tokens: 10, output_tokens: 4}}})",
+              "1s", 50);
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  std::istringstream lines(st::read_file(sweep.out() / "variants/baseline/requests-groups.jsonl"));
+  std::set<std::string> seen;
+  int firsts = 0;
+  int laters = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto r = nlohmann::json::parse(line);
+    CAPTURE(line);
+    const std::string id = r["prompt_id"].get<std::string>();
+    const std::string group = id.substr(0, id.rfind(':'));
+    const int cached = r["cached_tokens"].is_null() ? 0 : r["cached_tokens"].get<int>();
+    if (seen.insert(group).second) {
+      // The warmup sent a prompt of the workload with nothing shared: it left no group's prefix behind.
+      CHECK(cached < r["prompt_tokens"].get<int>() / 10);
+      ++firsts;
+    } else {
+      CHECK(cached > r["prompt_tokens"].get<int>() / 2);
+      ++laters;
+    }
+  }
+  CHECK(firsts == 2);
+  CHECK(laters == 4);
+  // Hits on a prefix the workload shares on purpose are what it measures: no flag.
+  const auto result = read_json(sweep.out() / "variants/baseline/result.json");
+  for (const auto& flag : result["flags"]) {
+    CHECK(flag.get<std::string>().find("prefix cache") == std::string::npos);
+  }
 }

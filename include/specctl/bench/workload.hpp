@@ -201,6 +201,11 @@ std::expected<Workload, Error> make_workload(const SharedPrefixSpec& spec);
 std::expected<Workload, Error> make_workload(const SpecDecSpec& spec);
 std::expected<Workload, Error> make_workload(const WorkloadSpec& spec);
 
+// The same source drawn with its seed plus `offset`: fresh requests of the same
+// shape, for a level or repeat that must not find the last one's prompts in the
+// server's prefix cache.
+WorkloadSpec with_seed_offset(WorkloadSpec spec, std::uint64_t offset);
+
 // conversation, code, math, summarisation, translation, reasoning, extraction, writing.
 const std::vector<std::string>& specdec_categories();
 
