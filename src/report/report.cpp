@@ -75,17 +75,6 @@ std::vector<BenchmarkInfo> benchmarks_of(const RunData& data) {
   return out;
 }
 
-// A benchmark's entry in a result, whatever its status: its figures are shown,
-// its verdicts only when it ran to the end (see Judged below).
-const json* benchmark_entry(const RunData& data, const std::string& variant, const std::string& benchmark) {
-  auto it = data.results.find(variant);
-  if (it == data.results.end()) {
-    return nullptr;
-  }
-  const auto& entry = dig(it->second, {"benchmarks", benchmark});
-  return entry.is_object() ? &entry : nullptr;
-}
-
 std::vector<double> run_figures(const json& benchmark) {
   std::vector<double> out;
   for (const auto& run : array_at(benchmark, {"result", "runs"})) {
@@ -138,7 +127,7 @@ SingleFigures single_figures(const RunData& data, const std::string& name, const
                              double max_failed_pct) {
   SingleFigures out;
   out.row.variant = name;
-  const json* b = benchmark_entry(data, name, info.name);
+  const json* b = detail::benchmark_entry(data, name, info.name);
   if (b == nullptr) {
     out.refusal = "not measured";
     return out;
@@ -216,7 +205,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
   const char* key = table.rate ? "rate" : "concurrency";
   std::set<double> levels(info.levels.begin(), info.levels.end());
   for (const auto& name : variants) {
-    if (const json* b = benchmark_entry(data, name, info.name)) {
+    if (const json* b = detail::benchmark_entry(data, name, info.name)) {
       for (const auto& level : array_at(*b, {"levels"})) {
         if (auto v = number(dig(level, {key}))) {
           levels.insert(*v);
@@ -228,7 +217,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
   auto figures_of = [&](const std::string& name) {
     LevelSet out;
     out.levels.resize(table.levels.size());
-    const json* b = benchmark_entry(data, name, info.name);
+    const json* b = detail::benchmark_entry(data, name, info.name);
     if (b == nullptr) {
       out.refusal = "not measured";
       return out;
@@ -335,7 +324,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
 }
 
 const json* finished_benchmark(const RunData& data, const std::string& variant, const std::string& benchmark) {
-  const json* entry = benchmark_entry(data, variant, benchmark);
+  const json* entry = detail::benchmark_entry(data, variant, benchmark);
   return entry != nullptr && text(dig(*entry, {"status"})) == "ok" ? entry : nullptr;
 }
 

@@ -23,15 +23,6 @@ int count(const json& value) {
   return static_cast<int>(std::lround(std::max(0.0, number(value).value_or(0))));
 }
 
-const json* benchmark_entry(const RunData& data, const std::string& variant, const std::string& benchmark) {
-  auto it = data.results.find(variant);
-  if (it == data.results.end()) {
-    return nullptr;
-  }
-  const auto& entry = dig(it->second, {"benchmarks", benchmark});
-  return entry.is_object() ? &entry : nullptr;
-}
-
 // Adds a holder's categories to `order`, keeping the workload's order: by_category's
 // keys come back sorted when read with nlohmann::json, so the order written beside
 // it ("category_order") goes first; keys it does not list follow.
@@ -141,6 +132,15 @@ std::optional<LengthHistogram> histogram_of(const json& holder) {
 }
 
 } // namespace
+
+const json* benchmark_entry(const RunData& data, const std::string& variant, const std::string& benchmark) {
+  auto it = data.results.find(variant);
+  if (it == data.results.end()) {
+    return nullptr;
+  }
+  const auto& entry = dig(it->second, {"benchmarks", benchmark});
+  return entry.is_object() ? &entry : nullptr;
+}
 
 std::string accept_source_text(const json& holder) {
   std::string kind = dig(holder, {"accept_length_source", "kind"}).is_string()

@@ -13,6 +13,10 @@
 
 namespace specctl::report::detail {
 
+// A benchmark's entry in a variant's result, whatever its status (its figures are
+// shown, its verdicts only when it ran to the end); null without one.
+const nlohmann::json* benchmark_entry(const RunData& data, const std::string& variant, const std::string& benchmark);
+
 // Where a holder's accept length came from ("server log lines", "/metrics
 // counters", "response timings"), from its accept_length_source; empty without one.
 std::string accept_source_text(const nlohmann::json& holder);
