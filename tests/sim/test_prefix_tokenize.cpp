@@ -77,6 +77,23 @@ std::pair<json, json> shared_pair(const Server& server, json& first, json& secon
   return {truth_of(server, first["id"]), truth_of(server, second["id"])};
 }
 
+enum class Cached { yes, no };
+
+// Two prompts sharing a prefix on a server that does not report its cache: the
+// second's answer says nothing of it, and specsim's truth says whether it cached.
+void check_unreported(Server& server, Cached cached) {
+  REQUIRE(server.wait_ready());
+  json first;
+  json second;
+  const auto [truth1, truth2] = shared_pair(server, first, second);
+  CHECK_FALSE(second["usage"].contains("prompt_tokens_details"));
+  if (cached == Cached::yes) {
+    CHECK(truth2["cached_tokens"].get<int>() > 0);
+  } else {
+    CHECK(truth2["cached_tokens"] == 0);
+  }
+}
+
 } // namespace
 
 TEST_CASE("tokenize: vLLM's shape, count equal to usage.prompt_tokens for a prompt and for messages") {
@@ -171,21 +188,11 @@ TEST_CASE("prefix cache: SGLang reports cached_tokens only with --enable-cache-r
   }
   SUBCASE("cached but not reported by default") {
     Server server({});
-    REQUIRE(server.wait_ready());
-    json first;
-    json second;
-    const auto [truth1, truth2] = shared_pair(server, first, second);
-    CHECK_FALSE(second["usage"].contains("prompt_tokens_details"));
-    CHECK(truth2["cached_tokens"].get<int>() > 0);
+    check_unreported(server, Cached::yes);
   }
   SUBCASE("--disable-radix-cache") {
     Server server({"--enable-cache-report", "--disable-radix-cache"});
-    REQUIRE(server.wait_ready());
-    json first;
-    json second;
-    const auto [truth1, truth2] = shared_pair(server, first, second);
-    CHECK_FALSE(second["usage"].contains("prompt_tokens_details"));
-    CHECK(truth2["cached_tokens"] == 0);
+    check_unreported(server, Cached::no);
   }
 }
 
@@ -211,21 +218,11 @@ TEST_CASE("prefix cache: vLLM caches whole blocks by default, reports them with 
   }
   SUBCASE("on by default, not reported") {
     Server server(start({}), Defaults::no);
-    REQUIRE(server.wait_ready());
-    json first;
-    json second;
-    const auto [truth1, truth2] = shared_pair(server, first, second);
-    CHECK_FALSE(second["usage"].contains("prompt_tokens_details"));
-    CHECK(truth2["cached_tokens"].get<int>() > 0);
+    check_unreported(server, Cached::yes);
   }
   SUBCASE("--no-enable-prefix-caching") {
     Server server(start({"--no-enable-prefix-caching", "--enable-prompt-tokens-details"}), Defaults::no);
-    REQUIRE(server.wait_ready());
-    json first;
-    json second;
-    const auto [truth1, truth2] = shared_pair(server, first, second);
-    CHECK_FALSE(second["usage"].contains("prompt_tokens_details"));
-    CHECK(truth2["cached_tokens"] == 0);
+    check_unreported(server, Cached::no);
   }
 }
 
