@@ -119,6 +119,16 @@ TEST_CASE("spec-decode categories in a run: accept length per category from a wi
   CHECK(counted == 8);
   CHECK(lengths["input_tokens"]["width"].get<int>() >= 1);
 
+  // The run's report shows them: a table per benchmark and level, the histograms in the page.
+  const std::string md = st::read_file(sweep.out() / "report.md");
+  CHECK(md.find("### single (single stream)") != std::string::npos);
+  const auto code_row = md.find("| code ", md.find("### single (single stream)"));
+  REQUIRE(code_row != std::string::npos);
+  const std::string row = md.substr(code_row, md.find('\n', code_row) - code_row);
+  CHECK(row.find(fmt::format("{:.2f} · ", code_accept)) != std::string::npos);
+  const std::string html = st::read_file(sweep.out() / "report.html");
+  CHECK(html.find("data-plot=\"output-lengths\"") != std::string::npos);
+
   const auto vllm_single = read_json(sweep.out() / "variants/eagle3/vllm-single-single.json");
   CHECK(vllm_single["completed"] == 8);
   CHECK(vllm_single["output_lens"].size() == 8);
