@@ -20,7 +20,7 @@ struct BudgetSpent {};
 
 // The bound on passes over the knobs, far above what a space needs (a pass that keeps
 // nothing ends the search): it only makes the loop's end evident.
-constexpr int k_max_passes = 64;
+constexpr int k_max_search_passes = 64;
 
 // Answers the strategy's questions from the measurements, in the order it asks.
 class Replay {
@@ -97,7 +97,7 @@ std::size_t golden_search(const std::function<const Figure&(std::size_t)>& at, s
 void run_strategy(const Space& space, Replay& replay, const Options& options, std::vector<Config>& best) {
   best.assign(options.points, space.start());
   replay.figures(space.start());
-  for (int pass = 0; pass < k_max_passes; ++pass) {
+  for (int pass = 0; pass < k_max_search_passes; ++pass) {
     bool kept = false;
     for (const auto& dimension : space.dimensions()) {
       // The configurations best somewhere, each once, in point order.
