@@ -3,7 +3,8 @@
 // One attempt at one variant on one machine: connect, clean up, launch, wait
 // out the load, warm up, benchmark, tear down. The lifecycle is in
 // variant_run.cpp, the benchmarks (warmup, windows, levels, commands) in
-// variant_bench.cpp; result.json is written through report::ResultWriter.
+// variant_bench.cpp, what they do with their workload (calibration, categories,
+// vLLM files) in variant_workload.cpp; result.json is written through report::ResultWriter.
 
 #include "bench_client.hpp"
 #include "run_context.hpp"
@@ -21,6 +22,11 @@
 #include <string>
 
 namespace specctl::run::detail {
+
+// The experiment's endpoint as the benchmark engine names it.
+inline bench::Endpoint to_bench(experiment::Endpoint endpoint) {
+  return endpoint == experiment::Endpoint::chat ? bench::Endpoint::chat : bench::Endpoint::completions;
+}
 
 // Why a variant attempt stopped: the phase and the error.
 struct PhaseFailure {
