@@ -66,7 +66,8 @@ TEST_CASE("local exec") {
   SUBCASE("a timeout kills the whole group") {
     TempDir dir;
     auto pid_file = (dir / "bg.pid").string();
-    auto r = host.exec("sleep 30 & echo $! > " + pid_file + "; sleep 30", 500ms);
+    // 2 s so that a loaded machine still forks and writes the pid file in time.
+    auto r = host.exec("sleep 30 & echo $! > " + pid_file + "; sleep 30", 2s);
     REQUIRE(r);
     CHECK(r->timed_out);
     int bg = 0;
