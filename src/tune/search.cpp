@@ -59,6 +59,17 @@ Config with(Config config, const std::string& knob, const std::string& value) {
   return config;
 }
 
+// `a` has the higher mean, meeting the SLO first.
+bool ahead(const Figure& a, const Figure& b) {
+  return a.meets_slo != b.meets_slo ? a.meets_slo : a.mean > b.mean;
+}
+
+// A tie whose means are also within the noise of each other: close enough that the
+// simpler of the two (the start, the smaller value) is kept.
+bool near(const Figure& a, const Figure& b, double noise) {
+  return compare(a, b, noise) == Order::tie && std::abs(a.mean - b.mean) <= noise * std::abs(b.mean);
+}
+
 // The index in [lo, hi] whose configuration is best at `point`, by a golden-section
 // search that takes the objective to be unimodal; among the last candidates, the
 // smallest index within the noise of the best.
@@ -85,10 +96,17 @@ std::size_t golden_search(const std::function<const Figure&(std::size_t)>& at, s
       break;
     }
   }
+  // The highest of the last candidates, then the smallest index near it: a value
+  // with a wide interval that merely overlaps the best does not win by being small.
   std::size_t best = lo;
   for (std::size_t i = lo + 1; i <= hi; ++i) {
-    if (compare(at(i), at(best), noise) == Order::better) {
+    if (ahead(at(i), at(best))) {
       best = i;
+    }
+  }
+  for (std::size_t i = lo; i < best; ++i) {
+    if (near(at(i), at(best), noise)) {
+      return i;
     }
   }
   return best;
@@ -100,11 +118,31 @@ void run_strategy(const Space& space, Replay& replay, const Options& options, st
   for (int pass = 0; pass < k_max_search_passes; ++pass) {
     bool kept = false;
     for (const auto& dimension : space.dimensions()) {
-      // The configurations best somewhere, each once, in point order.
+      // Whether `config` is in contention at point p for this knob: best there, or,
+      // where the best lacks the knob (no steps without speculation), within the
+      // noise of the best: a tie is not a defeat, and the knob may make it win.
+      const auto contends = [&](const Config& config, std::size_t p) {
+        if (best[p] == config) {
+          return true;
+        }
+        return !space.applies(dimension, best[p]) && space.applies(dimension, config) &&
+               compare(replay.at(config, p), replay.at(best[p], p), options.noise) == Order::tie;
+      };
+      // The configurations in contention somewhere, each once: the best in point
+      // order, then the others in the order they were measured.
       std::vector<Config> bases;
-      for (const auto& config : best) {
-        if (space.applies(dimension, config) && std::find(bases.begin(), bases.end(), config) == bases.end()) {
-          bases.push_back(config);
+      std::vector<Config> candidates = best;
+      const auto asked = replay.asked();
+      candidates.insert(candidates.end(), asked.begin(), asked.end());
+      for (const auto& config : candidates) {
+        if (!space.applies(dimension, config) || std::find(bases.begin(), bases.end(), config) != bases.end()) {
+          continue;
+        }
+        for (std::size_t p = 0; p < options.points; ++p) {
+          if (contends(config, p)) {
+            bases.push_back(config);
+            break;
+          }
         }
       }
       for (const auto& base : bases) {
@@ -125,7 +163,7 @@ void run_strategy(const Space& space, Replay& replay, const Options& options, st
           continue;
         }
         for (std::size_t p = 0; p < options.points; ++p) {
-          if (best[p] != base) {
+          if (!contends(base, p)) {
             continue;
           }
           const auto config_at = [&](std::size_t i) {
@@ -139,10 +177,11 @@ void run_strategy(const Space& space, Replay& replay, const Options& options, st
           if (moved == best[p]) {
             continue;
           }
-          // Within the noise, the smaller value stays: fewer steps, less memory.
+          // Within the noise, the smaller value stays: fewer steps, less memory. A
+          // contender that only ties the best keeps its place behind it.
           const Order order = compare(replay.at(moved, p), replay.at(best[p], p), options.noise);
-          const bool smaller = found < index_of(dimension, base.at(dimension.knob));
-          if (order == Order::better || (order == Order::tie && smaller)) {
+          const bool smaller = best[p] == base && found < index_of(dimension, base.at(dimension.knob));
+          if (order == Order::better || (smaller && near(replay.at(moved, p), replay.at(best[p], p), options.noise))) {
             best[p] = moved;
             kept = true;
           }
@@ -260,22 +299,55 @@ Step next_step(const Space& space, const Measured& measured, const Options& opti
 
 std::vector<PointAnswer> answer(const Space& space, const Measured& measured, const Options& options) {
   const Step step = next_step(space, measured, options);
+  // The search's best, or where it misses the SLO the first measured that meets it;
+  // then any measured configuration better beyond the noise (one measured while
+  // searching another point) takes its place. Ties never move it.
+  std::vector<Config> order;
+  for (const auto& config : step.asked) {
+    if (measured.contains(config)) {
+      order.push_back(config);
+    }
+  }
+  for (const auto& [config, figures] : measured) {
+    if (std::find(order.begin(), order.end(), config) == order.end()) {
+      order.push_back(config);
+    }
+  }
   std::vector<PointAnswer> out(options.points);
-  for (std::size_t p = 0; p < options.points && p < step.best.size(); ++p) {
-    auto it = measured.find(step.best[p]);
-    if (it == measured.end() || !it->second[p].meets_slo) {
+  for (std::size_t p = 0; p < options.points; ++p) {
+    const Figure* best = nullptr;
+    Config chosen;
+    const auto consider = [&](const Config& config) {
+      auto it = measured.find(config);
+      if (it == measured.end() || !it->second[p].meets_slo) {
+        return;
+      }
+      if (best == nullptr || compare(it->second[p], *best, options.noise) == Order::better) {
+        best = &it->second[p];
+        chosen = config;
+      }
+    };
+    if (p < step.best.size()) {
+      consider(step.best[p]);
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& config : order) {
+        consider(config);
+      }
+    }
+    if (best == nullptr) {
       continue;
     }
-    out[p].best = step.best[p];
-    const Figure& best = it->second[p];
+    out[p].best = chosen;
     const Figure* second = nullptr;
-    for (const auto& [config, figures] : measured) {
-      if (config != step.best[p] && (second == nullptr || figures[p].mean > second->mean)) {
+    for (const auto& config : order) {
+      const auto& figures = measured.at(config);
+      if (config != chosen && (second == nullptr || ahead(figures[p], *second))) {
         second = &figures[p];
         out[p].runner_up = config;
       }
     }
-    out[p].tie = second != nullptr && compare(*second, best, options.noise) != Order::worse;
+    out[p].tie = second != nullptr && compare(*second, *best, options.noise) == Order::tie;
   }
   return out;
 }
