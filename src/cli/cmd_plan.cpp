@@ -84,7 +84,20 @@ Action setup_plan(CLI::App& command) {
     }
     auto plan = experiment::make_plan(*experiment, server::RenderOptions{own_bindir()});
     if (options->json) {
-      std::cout << experiment::plan_to_json(plan).dump(2) << '\n';
+      auto j = experiment::plan_to_json(plan);
+      if (experiment->tune) {
+        auto tp = experiment::make_tune_plan(plan);
+        j["tune"] = {{"grid", tp.grid},
+                     {"fewest", tp.fewest},
+                     {"expected", tp.expected},
+                     {"worst", tp.worst},
+                     {"per_trial_s", std::chrono::duration<double>(tp.per_trial).count()},
+                     {"bound_s", std::chrono::duration<double>(tp.bound).count()}};
+      }
+      std::cout << j.dump(2) << '\n';
+    } else if (experiment->tune) {
+      // A tuning launches a few of its configurations, not the grid: the search's plan.
+      std::cout << experiment::format_tune_plan(plan);
     } else {
       std::cout << experiment::format_plan(plan);
     }

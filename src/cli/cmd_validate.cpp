@@ -22,6 +22,12 @@ Action setup_validate(CLI::App& command) {
         code = k_exit_bad_input;
         continue;
       }
+      if (experiment->tune) {
+        std::cout << fmt::format("{}: ok (a tuning of {} configuration{}, {} benchmark{})\n", file,
+                                 experiment->variants.size(), experiment->variants.size() == 1 ? "" : "s",
+                                 experiment->benchmarks.size(), experiment->benchmarks.size() == 1 ? "" : "s");
+        continue;
+      }
       std::cout << fmt::format("{}: ok ({} variant{}, {} benchmark{})\n", file, experiment->variants.size(),
                                experiment->variants.size() == 1 ? "" : "s", experiment->benchmarks.size(),
                                experiment->benchmarks.size() == 1 ? "" : "s");

@@ -25,6 +25,7 @@ Action setup_validate(CLI::App& command);
 Action setup_plan(CLI::App& command);
 Action setup_bench(CLI::App& command);
 Action setup_run(CLI::App& command);
+Action setup_tune(CLI::App& command);
 Action setup_report(CLI::App& command);
 Action setup_compare(CLI::App& command);
 Action setup_job(CLI::App& command);

@@ -18,6 +18,10 @@ constexpr std::array k_commands = {
     CommandSpec{"run",
                 "Run the sweep: every variant launched, benchmarked and torn down; results that survive the night",
                 &setup_run},
+    CommandSpec{"tune",
+                "Find the best configuration per load under latency SLOs in the fewest model loads, and where "
+                "speculation stops paying",
+                &setup_tune},
     CommandSpec{"report", "Write the comparison report of a result folder: Markdown, CSV, JSON, HTML, JUnit",
                 &setup_report},
     CommandSpec{"compare", "Compare two runs of the same experiment, variant by variant, with confidence intervals",

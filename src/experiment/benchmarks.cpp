@@ -206,8 +206,6 @@ util::Duration default_timeout(const BenchmarkSpec& spec) {
   return std::max(timeout, k_min_benchmark_timeout);
 }
 
-namespace {
-
 BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& experiment_dir) {
   BenchmarkSpec spec;
   spec.where = field.location();
@@ -343,8 +341,6 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   }
   return spec;
 }
-
-} // namespace
 
 void resolve_repeats(Experiment& experiment) {
   const bool verdict = experiment.variants.size() >= 2;

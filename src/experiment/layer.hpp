@@ -49,6 +49,8 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
 std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::YamlField& value);
 
 std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts);
+// One entry of `benchmarks:` (or a tuning's load written as one).
+BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& experiment_dir);
 std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir);
 // A benchmark's bound by default: its size at a pessimistic speed (2 tok/s per stream).
 util::Duration default_timeout(const BenchmarkSpec& spec);
@@ -58,5 +60,13 @@ util::Duration default_timeout(const BenchmarkSpec& spec);
 void resolve_repeats(Experiment& experiment);
 // The experiment's `bench:` block: defaults for every built-in benchmark (`client`).
 void parse_bench_defaults(const util::YamlField& field, Experiment& experiment);
+
+// A knob's value in a variant name: "steps3", "fusion-on", "attn-fa3" (short, readable,
+// safe in file names), by the knob's short name in the template where it has one.
+std::string knob_label(const std::string& knob, const std::string& value, const server::ServerTemplate* tmpl);
+
+// The `tune:` block of a tuning file: its TuneSpec, and a variant for each configuration of its space.
+void parse_tune(const util::YamlField& top, const Layer& defaults, const ResolveContext& ctx,
+                const std::string& experiment_dir, Experiment& experiment);
 
 } // namespace specctl::experiment::detail

@@ -19,7 +19,7 @@ using detail::LayerEntry;
 constexpr std::size_t k_max_variants = 10'000;
 
 const std::vector<std::string> k_top_keys = {"name",     "description", "hosts",      "server", "matrix",
-                                             "variants", "benchmarks",  "bench",      "report"};
+                                             "variants", "benchmarks",  "bench",      "report", "tune"};
 const std::vector<std::string> k_report_keys = {"baseline", "expect", "formats", "noise", "max_failed"};
 // The A/A repeat `report: {noise: true}` adds is the baseline's name with this.
 constexpr std::string_view k_noise_suffix = "-again";
@@ -93,23 +93,6 @@ bool is_number(const std::string& text) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   return !text.empty() && ec == std::errc() && end == text.data() + text.size();
-}
-
-// "steps3", "fusion-on", "attn-fa3": short, readable, safe in file names.
-std::string point_label(const Axis& axis, const std::string& value, const server::ServerTemplate* tmpl) {
-  std::string short_name = axis.knob;
-  if (tmpl != nullptr) {
-    if (const auto* def = tmpl->find_knob(axis.knob)) {
-      short_name = def->short_name;
-    }
-  }
-  if (value == "true" || value == "false") {
-    return fmt::format("{}-{}", util::slug(short_name), value == "true" ? "on" : "off");
-  }
-  if (is_number(value)) {
-    return util::slug(short_name) + value;
-  }
-  return fmt::format("{}-{}", util::slug(short_name), util::slug(value));
 }
 
 struct Point {
@@ -329,7 +312,7 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
       variant.server = detail::resolve_server(merged, ctx, item.location(), owner);
       variant.name = base_name;
       for (const auto& [axis, value] : point.values) {
-        variant.name += "-" + point_label(*axis, value->node().Scalar(), variant.server.tmpl.get());
+        variant.name += "-" + detail::knob_label(axis->knob, value->node().Scalar(), variant.server.tmpl.get());
         auto knob = variant.server.knobs.find(axis->knob);
         variant.matrix_point.emplace_back(axis->knob, knob != variant.server.knobs.end()
                                                           ? knob->second.value
@@ -518,6 +501,26 @@ void parse_report(const util::YamlField& field, Experiment& experiment) {
 
 } // namespace
 
+namespace detail {
+
+std::string knob_label(const std::string& knob, const std::string& value, const server::ServerTemplate* tmpl) {
+  std::string short_name = knob;
+  if (tmpl != nullptr) {
+    if (const auto* def = tmpl->find_knob(knob)) {
+      short_name = def->short_name;
+    }
+  }
+  if (value == "true" || value == "false") {
+    return fmt::format("{}-{}", util::slug(short_name), value == "true" ? "on" : "off");
+  }
+  if (is_number(value)) {
+    return util::slug(short_name) + value;
+  }
+  return fmt::format("{}-{}", util::slug(short_name), util::slug(value));
+}
+
+} // namespace detail
+
 Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
   Experiment experiment;
   experiment.file = path;
@@ -547,7 +550,10 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
   experiment.hosts = detail::parse_hosts(top["hosts"]);
 
   std::string dir = std::filesystem::path(path).parent_path().string();
-  experiment.benchmarks = detail::parse_benchmarks(top["benchmarks"], dir);
+  // A tuning file may leave its only benchmark to `tune.load`.
+  if (!top["tune"].present() || top["benchmarks"].present()) {
+    experiment.benchmarks = detail::parse_benchmarks(top["benchmarks"], dir);
+  }
   detail::parse_bench_defaults(top["bench"], experiment);
 
   Layer defaults;
@@ -564,7 +570,11 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
   std::map<std::string, std::shared_ptr<const server::ServerTemplate>> templates;
   detail::ResolveContext ctx{&experiment.hosts, server::template_search_path(dir), &templates, &diag,
                              server_block_broken};
-  parse_variants(top, defaults, top_matrix, ctx, experiment);
+  if (top["tune"].present()) {
+    detail::parse_tune(top, defaults, ctx, dir, experiment);
+  } else {
+    parse_variants(top, defaults, top_matrix, ctx, experiment);
+  }
   parse_report(top["report"], experiment);
   detail::resolve_repeats(experiment);
   return experiment;

@@ -348,7 +348,10 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   auto plan = experiment::make_plan(experiment, options.render);
   std::vector<const experiment::PlannedVariant*> selected;
   for (const auto& planned : plan.variants) {
-    if (!options.only || util::glob_match(*options.only, planned.variant->name)) {
+    const auto& name = planned.variant->name;
+    const bool listed = !options.variants || std::find(options.variants->begin(), options.variants->end(), name) !=
+                                                 options.variants->end();
+    if (listed && (!options.only || util::glob_match(*options.only, name))) {
       selected.push_back(&planned);
       outcome.variants.push_back(planned.variant->name);
     }
@@ -372,6 +375,24 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
                               "with --force to keep the earlier results anyway, or start a new run",
                               options.out_dir.string(), hash, experiment.content_hash),
                   ErrorKind::bad_input);
+    }
+    // Variants this run adds (a tuning's next trial) join the run's list, so the report has them.
+    std::vector<std::string> listed;
+    for (const auto& v : earlier.value("variants", json::array())) {
+      if (v.is_string()) {
+        listed.push_back(v.get<std::string>());
+      }
+    }
+    bool grown = false;
+    for (const auto& name : outcome.variants) {
+      if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
+        listed.push_back(name);
+        grown = true;
+      }
+    }
+    if (grown) {
+      earlier["variants"] = listed;
+      write_or_throw(paths.run_info(), earlier.dump(2) + "\n");
     }
   } else if (std::filesystem::exists(paths.run_info(), ec)) {
     throw Error(fmt::format("{}: already holds a run; continue it with --resume {} or choose another --out",
@@ -431,7 +452,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   for (int k = 0; k < total; ++k) {
     const auto& planned = *selected[static_cast<std::size_t>(k)];
     const std::string& name = planned.variant->name;
-    if (options.resume) {
+    if (options.resume || options.keep_complete) {
       if (auto kept = resumed_result(experiment, *planned.variant, paths, journal, display, measured)) {
         ++outcome.kept;
         ++outcome.ok;

@@ -116,6 +116,8 @@ public:
   // The server's cleanup block, inside its braces.
   void cleanup(std::string keys) { m_cleanup = std::move(keys); }
   void use_port(int port) { m_port = port; }
+  // The subcommand start() and run() call: "run" by default, "tune" for a tuning file.
+  void subcommand(std::string name) { m_subcommand = std::move(name); }
   void share_host_with(const Sweep& other) {
     m_shared_state = other.state();
     m_shared_gpus = other.gpus();
@@ -160,7 +162,7 @@ benchmarks:
   // `wrapper` runs first and is given specctl's command line (e.g. a shell that mounts something).
   std::unique_ptr<st::Process> start(std::vector<std::string> args, std::vector<std::string> wrapper = {}) {
     std::vector<std::string> argv = std::move(wrapper);
-    for (const auto& word : {std::string(SPECCTL_BINARY), std::string("run"), file().string(),
+    for (const auto& word : {std::string(SPECCTL_BINARY), m_subcommand, file().string(),
                              std::string("--state-dir"), state().string()}) {
       argv.push_back(word);
     }
@@ -191,6 +193,7 @@ private:
   std::string m_cleanup = "policy: kill, grace: 3s, timeout: 30s";
   std::string m_host_block;
   std::string m_host;
+  std::string m_subcommand = "run";
   std::string m_template = "specsim";
   std::string m_knobs = "tp: 8, ";
   int m_runs = 0;

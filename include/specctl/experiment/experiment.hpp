@@ -2,6 +2,7 @@
 
 #include <specctl/bench/workload.hpp>
 #include <specctl/server/server_config.hpp>
+#include <specctl/tune/search.hpp>
 #include <specctl/util/diagnostics.hpp>
 #include <specctl/util/duration.hpp>
 
@@ -205,6 +206,37 @@ struct ReportSpec {
   std::vector<std::string> formats = {"md", "csv", "json", "html", "junit"};
 };
 
+// What `specctl tune` optimises at each load point (tune.objective).
+enum class TuneObjective { output_tok_s, per_user_tok_s };
+std::string_view objective_name(TuneObjective objective);
+
+// A tuning file's `tune:` block. Its space is expanded into the experiment's
+// variants (every configuration a grid would launch, each an ordinary variant), so
+// `validate`, `plan` and `run` treat a tuning file as the grid it searches, and
+// `specctl tune` launches only the ones the search asks for.
+struct TuneSpec {
+  std::vector<tune::Dimension> dimensions;
+  // The concurrency or rate benchmark whose levels are the load points.
+  std::string load;
+  // Upper bounds on level metrics ("ttft_p99_ms" -> 2000), checked at each load point.
+  std::vector<std::pair<std::string, double>> slo;
+  TuneObjective objective = TuneObjective::output_tok_s;
+  // The most trials launched (a launch is a model load), and the time they may take.
+  int max_loads = 12;
+  std::optional<util::Duration> max_time;
+  // Differences below this share of a figure are ties (on top of the intervals).
+  double noise_pct = 2;
+  // The knob whose value "none" means no speculation: "speculative" where the space has it.
+  std::optional<std::string> speculation;
+  // The variant each configuration of the space is.
+  std::map<tune::Config, std::string> trials;
+  util::Location where;
+
+  tune::Space space() const { return tune::Space(dimensions); }
+  // The variant of a configuration; empty when the space has no such configuration.
+  std::string trial_of(const tune::Config& config) const;
+};
+
 struct Experiment {
   std::string file;
   std::string name;
@@ -217,6 +249,8 @@ struct Experiment {
   ClientWhere bench_client = ClientWhere::host;
   // Fingerprint of the file's content: a resumed run refuses a changed experiment.
   std::string content_hash;
+  // A tuning file's search; its variants are the space's configurations.
+  std::optional<TuneSpec> tune;
 
   const Variant* find_variant(const std::string& name) const;
   const BenchmarkSpec* find_benchmark(const std::string& name) const;

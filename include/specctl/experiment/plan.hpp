@@ -58,6 +58,22 @@ std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std:
 std::string format_plan(const Plan& plan);
 nlohmann::ordered_json plan_to_json(const Plan& plan);
 
+// What `specctl tune` would do with a tuning file: the space, and how many trials
+// (model loads) the search takes: the fewest (no move pays: one pass over the knobs),
+// the mean over random landscapes (each configuration's figures drawn at random,
+// seeded), and the worst case (the budget, or the whole grid when smaller).
+struct TunePlan {
+  std::size_t grid = 0;
+  int fewest = 0;
+  double expected = 0;
+  int worst = 0;
+  // The slowest trial's bound, and the tuning's: the worst case of trials one after another.
+  util::Duration per_trial{0};
+  util::Duration bound{0};
+};
+TunePlan make_tune_plan(const Plan& plan);
+std::string format_tune_plan(const Plan& plan);
+
 // "local", "ssh", "pool", "slurm": the names plans and results use.
 std::string host_kind_name(HostKind kind);
 

@@ -23,6 +23,11 @@ struct RunOptions {
   std::filesystem::path out_dir;
   // Only variants whose name matches this glob.
   std::optional<std::string> only;
+  // Only these variants, in the experiment's order (`specctl tune`'s trials so far).
+  std::optional<std::vector<std::string>> variants;
+  // Keep a complete result already in the folder, as --resume does, even on a new
+  // run: a trial `specctl tune --from` copied in from an earlier run.
+  bool keep_complete = false;
   // Continue the run in out_dir: variants with a complete result are kept, the
   // rest run again; servers the earlier run left behind are stopped first.
   bool resume = false;

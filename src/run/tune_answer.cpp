@@ -1,0 +1,439 @@
+// `specctl tune`'s figures and answer: each trial's load points read from its
+// result.json, the best configuration per point, the crossover where speculation
+// stops paying, the recommendation in words, and tuned.yaml.
+
+#include <specctl/report/results.hpp>
+#include <specctl/report/stats.hpp>
+#include <specctl/run/tuning.hpp>
+#include <specctl/util/error.hpp>
+#include <specctl/util/text.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+#include <yaml-cpp/yaml.h>
+
+namespace specctl::run {
+
+namespace {
+
+using json = nlohmann::json;
+using experiment::BenchmarkKind;
+
+const experiment::BenchmarkSpec& load_of(const experiment::Experiment& experiment) {
+  const auto* load = experiment.tune ? experiment.find_benchmark(experiment.tune->load) : nullptr;
+  if (load == nullptr) {
+    throw Error(fmt::format("{}: not a tuning file (no tune: block with a load)", experiment.file), ErrorKind::bad_input);
+  }
+  return *load;
+}
+
+std::optional<double> number_at(const json& j, std::initializer_list<std::string_view> keys) {
+  const auto& v = report::dig(j, keys);
+  return v.is_number() && std::isfinite(v.get<double>()) ? std::optional(v.get<double>()) : std::nullopt;
+}
+
+bool same_point(const json& level, const experiment::BenchmarkSpec& load, std::size_t i) {
+  if (load.kind == BenchmarkKind::rate) {
+    auto rate = number_at(level, {"rate"});
+    return rate && std::abs(*rate - load.rates[i]) < 1e-9;
+  }
+  auto c = number_at(level, {"concurrency"});
+  return c && static_cast<int>(*c) == load.levels[i];
+}
+
+bool speculates(const experiment::Experiment& experiment, const tune::Config& config) {
+  if (!experiment.tune || !experiment.tune->speculation) {
+    return false;
+  }
+  auto it = config.find(*experiment.tune->speculation);
+  return it != config.end() && it->second != "none";
+}
+
+// "eagle3, 2 steps": the configuration as the recommendation names it.
+std::string config_words(const experiment::Experiment& experiment, const tune::Config& config) {
+  std::vector<std::string> parts;
+  for (const auto& d : experiment.tune->dimensions) {
+    auto it = config.find(d.knob);
+    if (it == config.end()) {
+      continue;
+    }
+    if (experiment.tune->speculation && d.knob == *experiment.tune->speculation) {
+      parts.push_back(it->second == "none" ? "no speculation" : it->second);
+    } else {
+      parts.push_back(fmt::format("{} {}", d.knob, it->second));
+    }
+  }
+  return parts.empty() ? "the start configuration" : util::join(parts, ", ");
+}
+
+std::string signed_pct(double ratio) { return fmt::format("{:+.0f}%", (ratio - 1) * 100); }
+
+// "c ≤ 5", "c 10-30", "c ≥ 70", "every load".
+std::string range_words(const std::vector<std::string>& labels, std::size_t first, std::size_t last) {
+  auto value = [&](std::size_t i) { return labels[i].substr(1); };
+  const std::string unit = labels[first].substr(0, 1) == "r" ? "rate" : "c";
+  const std::string suffix = unit == "rate" ? "/s" : "";
+  if (first == 0 && last + 1 == labels.size()) {
+    return "every load";
+  }
+  if (first == 0) {
+    return fmt::format("{} ≤ {}{}", unit, value(last), suffix);
+  }
+  if (last + 1 == labels.size()) {
+    return fmt::format("{} ≥ {}{}", unit, value(first), suffix);
+  }
+  return first == last ? fmt::format("{} {}{}", unit, value(first), suffix)
+                       : fmt::format("{} {}-{}{}", unit, value(first), value(last), suffix);
+}
+
+} // namespace
+
+tune::Figure TrialPoint::figure() const {
+  if (samples.empty()) {
+    return tune::Figure{0, 0, false};
+  }
+  auto spread = report::spread_of(samples);
+  double half = spread.n >= 2 ? report::student_t_quantile(0.975, spread.n - 1) * spread.stdev / std::sqrt(spread.n) : 0;
+  return tune::Figure{spread.mean, half, slo_missed.empty()};
+}
+
+std::vector<std::string> load_points(const experiment::Experiment& experiment) {
+  const auto& load = load_of(experiment);
+  std::vector<std::string> out;
+  if (load.kind == BenchmarkKind::rate) {
+    for (double r : load.rates) {
+      out.push_back(fmt::format("r{:g}", r));
+    }
+  } else {
+    for (int c : load.levels) {
+      out.push_back(fmt::format("c{}", c));
+    }
+  }
+  return out;
+}
+
+tune::Options search_options(const experiment::Experiment& experiment) {
+  return tune::Options{load_points(experiment).size(), experiment.tune->noise_pct / 100.0, experiment.tune->max_loads};
+}
+
+std::optional<Trial> read_trial(const json& result, const experiment::Experiment& experiment,
+                                const tune::Config& config) {
+  const auto& load = load_of(experiment);
+  const auto& spec = *experiment.tune;
+  Trial trial;
+  trial.config = config;
+  trial.variant = spec.trial_of(config);
+  trial.status = result.value("status", "");
+  trial.duration_s = number_at(result, {"duration_s"}).value_or(0);
+  const std::size_t points = load.kind == BenchmarkKind::rate ? load.rates.size() : load.levels.size();
+  trial.points.resize(points);
+  if (trial.status == "failed") {
+    for (auto& p : trial.points) {
+      p.slo_missed.push_back("the trial failed: " + result.value("reason", std::string("no reason recorded")));
+    }
+    return trial;
+  }
+  if (trial.status != "ok") {
+    return std::nullopt;
+  }
+  const auto& levels = report::dig(result, {"benchmarks", load.name, "levels"});
+  for (std::size_t i = 0; i < points; ++i) {
+    auto& point = trial.points[i];
+    std::vector<const json*> measured;
+    if (levels.is_array()) {
+      for (const auto& level : levels) {
+        if (level.is_object() && same_point(level, load, i)) {
+          measured.push_back(&level);
+        }
+      }
+    }
+    std::map<std::string, std::vector<double>> slo_values;
+    int requests = 0;
+    int failed = 0;
+    for (const auto* level : measured) {
+      const auto& m = (*level)["metrics"];
+      std::optional<double> sample;
+      if (spec.objective == experiment::TuneObjective::per_user_tok_s) {
+        if (auto tpot = number_at(m, {"tpot_p50_ms"}); tpot && *tpot > 0) {
+          sample = 1000.0 / *tpot;
+        }
+      } else {
+        sample = number_at(m, {"output_tok_s"});
+      }
+      if (sample) {
+        point.samples.push_back(*sample);
+      }
+      requests += static_cast<int>(number_at(m, {"requests"}).value_or(0));
+      failed += static_cast<int>(number_at(m, {"failed"}).value_or(0));
+      for (const auto& [metric, bound] : spec.slo) {
+        if (auto v = number_at(m, {metric})) {
+          slo_values[metric].push_back(*v);
+        }
+      }
+    }
+    if (point.samples.empty()) {
+      point.slo_missed.push_back("not measured");
+      continue;
+    }
+    if (auto why = report::too_many_failed(requests, failed, experiment.report.max_failed_pct)) {
+      point.slo_missed.push_back(*why);
+    }
+    for (const auto& [metric, bound] : spec.slo) {
+      const auto& values = slo_values[metric];
+      if (values.empty()) {
+        point.slo_missed.push_back(metric + " not measured");
+        continue;
+      }
+      double mean = report::spread_of(values).mean;
+      if (mean > bound) {
+        point.slo_missed.push_back(fmt::format("{} {:.0f} > {:g}", metric, mean, bound));
+      }
+    }
+  }
+  return trial;
+}
+
+TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vector<Trial>& trials,
+                       const std::string& why_stopped) {
+  TuneAnswer out;
+  const auto labels = load_points(experiment);
+  const auto options = search_options(experiment);
+  const auto space = experiment.tune->space();
+  tune::Measured measured;
+  std::map<tune::Config, const Trial*> by_config;
+  for (const auto& t : trials) {
+    std::vector<tune::Figure> figures;
+    for (const auto& p : t.points) {
+      figures.push_back(p.figure());
+    }
+    measured[t.config] = std::move(figures);
+    by_config[t.config] = &t;
+  }
+  out.trials = static_cast<int>(trials.size());
+  out.grid = static_cast<int>(space.grid().size());
+  out.why_stopped = why_stopped;
+  auto answers = tune::answer(space, measured, options);
+  for (std::size_t p = 0; p < labels.size(); ++p) {
+    PointVerdict v;
+    v.point = labels[p];
+    const auto& a = answers[p];
+    if (a.best) {
+      v.best = *by_config.at(*a.best);
+    }
+    if (a.runner_up) {
+      v.runner_up = *by_config.at(*a.runner_up);
+    }
+    v.tie = a.tie;
+    if (v.best && experiment.tune->speculation) {
+      // Against the best measured configuration of the other kind at this point.
+      const bool spec = speculates(experiment, v.best->config);
+      const Trial* other = nullptr;
+      for (const auto& t : trials) {
+        if (speculates(experiment, t.config) != spec && !t.points[p].samples.empty() &&
+            (other == nullptr || t.points[p].figure().mean > other->points[p].figure().mean)) {
+          other = &t;
+        }
+      }
+      if (other != nullptr) {
+        auto a_spread = report::spread_of(v.best->points[p].samples);
+        auto b_spread = report::spread_of(other->points[p].samples);
+        v.against = other->variant;
+        v.ratio = a_spread.mean / b_spread.mean;
+        if (auto interval = report::ratio_interval(a_spread, b_spread)) {
+          v.low = interval->low;
+          v.high = interval->high;
+        }
+      }
+    }
+    out.points.push_back(std::move(v));
+  }
+
+  // The recommendation: consecutive load points with the same best, in words.
+  std::vector<std::string> parts;
+  for (std::size_t first = 0; first < out.points.size();) {
+    std::size_t last = first;
+    auto key = [&](std::size_t i) {
+      return out.points[i].best ? out.points[i].best->variant : std::string();
+    };
+    while (last + 1 < out.points.size() && key(last + 1) == key(first)) {
+      ++last;
+    }
+    const auto& v = out.points[first];
+    std::string range = range_words(labels, first, last);
+    if (!v.best) {
+      parts.push_back(fmt::format("{}: no configuration meets the SLO", range));
+    } else {
+      std::string why;
+      // Where the gap is widest within the range: the point furthest from the crossover.
+      const auto& shown = speculates(experiment, v.best->config) ? out.points[first] : out.points[last];
+      if (shown.ratio) {
+        const bool spec = speculates(experiment, v.best->config);
+        std::string interval = shown.low ? fmt::format(" [{:.2f}, {:.2f}]", *shown.low, *shown.high) : "";
+        why = spec ? fmt::format(" ({}{} over no speculation at {})", signed_pct(*shown.ratio), interval, shown.point)
+                   : fmt::format(" ({:.2f}x{} the best speculative configuration at {})", *shown.ratio, interval,
+                                 shown.point);
+      }
+      bool any_tie = false;
+      for (std::size_t i = first; i <= last; ++i) {
+        any_tie = any_tie || out.points[i].tie;
+      }
+      parts.push_back(fmt::format("{}: {}{}{}", range, config_words(experiment, v.best->config), why,
+                                  any_tie ? " (inconclusive: the runner-up is within the noise)" : ""));
+    }
+    first = last + 1;
+  }
+  out.recommendation = util::join(parts, "; ");
+
+  if (experiment.tune->speculation) {
+    std::optional<std::size_t> last_spec;
+    std::optional<std::size_t> first_plain;
+    for (std::size_t p = 0; p < out.points.size(); ++p) {
+      if (!out.points[p].best) {
+        continue;
+      }
+      if (speculates(experiment, out.points[p].best->config)) {
+        last_spec = p;
+      } else if (!first_plain) {
+        first_plain = p;
+      }
+    }
+    if (!last_spec) {
+      out.crossover = "speculation pays at no load measured";
+    } else if (*last_spec + 1 == out.points.size() || !first_plain) {
+      out.crossover = "speculation pays at every load measured";
+    } else {
+      out.crossover = fmt::format("speculation stops paying above {} (no speculation is best from {} on)",
+                                  labels[*last_spec], labels[*last_spec + 1]);
+    }
+  }
+  return out;
+}
+
+std::string answer_markdown(const experiment::Experiment& experiment, const TuneAnswer& answer) {
+  std::string out = fmt::format("# Tuning: {}\n\n", experiment.name);
+  out += fmt::format("{} of {} configurations launched; {}.\n\n", answer.trials, answer.grid, answer.why_stopped);
+  out += fmt::format("**Recommendation:** {}\n\n", answer.recommendation);
+  if (!answer.crossover.empty()) {
+    out += fmt::format("**Crossover:** {}\n\n", answer.crossover);
+  }
+  const auto objective = objective_name(experiment.tune->objective);
+  out += fmt::format("| load | best | {} | 95% interval | runner-up | {} | vs other kind |\n", objective, objective);
+  out += "| --- | --- | ---: | --- | --- | ---: | --- |\n";
+  for (std::size_t p = 0; p < answer.points.size(); ++p) {
+    const auto& v = answer.points[p];
+    auto figure = [&](const std::optional<Trial>& t) {
+      return t ? t->points[p].figure() : tune::Figure{};
+    };
+    std::string best = v.best ? v.best->variant + (v.tie ? " (tie)" : "") : "none meets the SLO";
+    std::string interval = "";
+    if (v.best) {
+      auto f = figure(v.best);
+      interval = f.half_width > 0 ? fmt::format("[{:.1f}, {:.1f}]", f.mean - f.half_width, f.mean + f.half_width) : "one sample";
+    }
+    std::string versus = v.ratio ? fmt::format("{:.2f}x {}{}", *v.ratio, v.against,
+                                               v.low ? fmt::format(" [{:.2f}, {:.2f}]", *v.low, *v.high) : "")
+                                 : "";
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", v.point, best,
+                       v.best ? fmt::format("{:.1f}", figure(v.best).mean) : "", interval,
+                       v.runner_up ? v.runner_up->variant : "", v.runner_up ? fmt::format("{:.1f}", figure(v.runner_up).mean) : "",
+                       versus);
+  }
+  out += "\nConfirm with: specctl run tuned.yaml\n";
+  return out;
+}
+
+json answer_json(const experiment::Experiment& experiment, const TuneAnswer& answer) {
+  json points = json::array();
+  for (std::size_t p = 0; p < answer.points.size(); ++p) {
+    const auto& v = answer.points[p];
+    auto entry = [&](const std::optional<Trial>& t) -> json {
+      if (!t) {
+        return nullptr;
+      }
+      auto f = t->points[p].figure();
+      return {{"variant", t->variant}, {"config", t->config}, {"mean", f.mean}, {"half_width", f.half_width},
+              {"samples", t->points[p].samples}, {"slo_missed", t->points[p].slo_missed}};
+    };
+    points.push_back({{"point", v.point}, {"best", entry(v.best)}, {"runner_up", entry(v.runner_up)}, {"tie", v.tie},
+                      {"ratio", v.ratio ? json(*v.ratio) : json(nullptr)}, {"low", v.low ? json(*v.low) : json(nullptr)},
+                      {"high", v.high ? json(*v.high) : json(nullptr)}, {"against", v.against}});
+  }
+  return {{"format", "specctl-tune-answer"},
+          {"version", 1},
+          {"objective", objective_name(experiment.tune->objective)},
+          {"trials", answer.trials},
+          {"grid", answer.grid},
+          {"stopped", answer.why_stopped},
+          {"recommendation", answer.recommendation},
+          {"crossover", answer.crossover},
+          {"points", points}};
+}
+
+std::string tuned_yaml(const experiment::Experiment& experiment, const TuneAnswer& answer) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(experiment.file);
+  } catch (const YAML::Exception& e) {
+    throw Error(fmt::format("{}: cannot read it again to write tuned.yaml: {}", experiment.file, e.what()),
+                ErrorKind::failed);
+  }
+  const auto& spec = *experiment.tune;
+  YAML::Node out;
+  out["name"] = experiment.name + "-tuned";
+  out["description"] = fmt::format("the winners of tuning {} and its start configuration: {}", experiment.name,
+                                   answer.recommendation);
+  for (const char* key : {"hosts", "server", "bench"}) {
+    if (root[key]) {
+      out[key] = root[key];
+    }
+  }
+  YAML::Node benchmarks = root["benchmarks"] ? YAML::Clone(root["benchmarks"]) : YAML::Node(YAML::NodeType::Sequence);
+  if (auto load = root["tune"]["load"]; load && load.IsMap()) {
+    YAML::Node bench;
+    bench["name"] = spec.load;
+    bench["kind"] = load["rates"] ? "rate" : "concurrency";
+    for (const auto& kv : load) {
+      auto key = kv.first.as<std::string>();
+      bench[key == "concurrency" ? "levels" : key] = kv.second;
+    }
+    benchmarks.push_back(bench);
+  }
+  out["benchmarks"] = benchmarks;
+  // The start configuration first (the baseline), then each winner once, in load order.
+  const auto start = spec.space().start();
+  std::vector<std::string> names;
+  auto add = [&](const tune::Config& config) {
+    auto name = spec.trial_of(config);
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end()) {
+      return;
+    }
+    names.push_back(name);
+    YAML::Node variant;
+    variant["name"] = name;
+    YAML::Node knobs(YAML::NodeType::Map);
+    for (const auto& d : spec.dimensions) {
+      if (auto it = config.find(d.knob); it != config.end()) {
+        knobs[d.knob] = it->second == "none" ? YAML::Node(YAML::NodeType::Null) : YAML::Node(it->second);
+      }
+    }
+    variant["knobs"] = knobs;
+    out["variants"].push_back(variant);
+  };
+  add(start);
+  for (const auto& v : answer.points) {
+    if (v.best) {
+      add(v.best->config);
+    }
+  }
+  out["report"]["baseline"] = names.front();
+  YAML::Emitter emitter;
+  emitter << out;
+  return fmt::format("# Written by specctl tune from {}: the winners per load and the start configuration.\n"
+                     "# Confirm them with: specctl run tuned.yaml\n{}\n",
+                     experiment.file, emitter.c_str());
+}
+
+} // namespace specctl::run

@@ -1,0 +1,245 @@
+// `specctl tune`: a thin loop around tune::next_step. Before every step the trials
+// are read back from the result folder; the configuration the search asks for is
+// copied in from an earlier run (--from) when one measured exactly it, or launched
+// as an ordinary variant by run_experiment (which journals it, keeps complete
+// results on --resume, and writes the report of the trials so far).
+
+#include <specctl/experiment/plan.hpp>
+#include <specctl/report/report.hpp>
+#include <specctl/report/results.hpp>
+#include <specctl/run/tuning.hpp>
+#include <specctl/util/atomic_file.hpp>
+#include <specctl/util/duration.hpp>
+#include <specctl/util/error.hpp>
+
+#include <fmt/format.h>
+#include <fstream>
+
+namespace specctl::run {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<Trial> read_trials(const experiment::Experiment& experiment, const report::ResultPaths& paths) {
+  std::vector<Trial> out;
+  for (const auto& [config, name] : experiment.tune->trials) {
+    if (auto result = report::read_result(paths, name)) {
+      if (auto trial = read_trial(*result, experiment, config)) {
+        out.push_back(std::move(*trial));
+      }
+    }
+  }
+  return out;
+}
+
+// A measured trial of an earlier run to copy in: its variant folder.
+struct Reusable {
+  std::filesystem::path dir;
+  std::string from;
+};
+
+// The trials of earlier result folders that measured one of this tuning's
+// configurations: the same launch command, and every benchmark complete with the
+// same specification.
+std::map<tune::Config, Reusable> find_reusable(const experiment::Experiment& experiment,
+                                               const std::vector<std::filesystem::path>& from,
+                                               const server::RenderOptions& render) {
+  std::map<std::string, tune::Config> by_command;
+  auto plan = experiment::make_plan(experiment, render);
+  for (const auto& planned : plan.variants) {
+    for (const auto& [config, name] : experiment.tune->trials) {
+      if (name == planned.variant->name) {
+        by_command.emplace(planned.launch.shell_line(), config);
+      }
+    }
+  }
+  std::map<tune::Config, Reusable> out;
+  for (const auto& dir : from) {
+    auto data = report::read_run(dir);
+    report::ResultPaths paths{dir};
+    for (const auto& variant : report::dig(data.experiment, {"variants"})) {
+      if (!variant.is_object() || !variant.value("command_line", json()).is_string()) {
+        continue;
+      }
+      auto match = by_command.find(variant["command_line"].get<std::string>());
+      auto result = data.results.find(variant.value("name", ""));
+      if (match == by_command.end() || result == data.results.end() || result->second.value("status", "") != "ok" ||
+          out.contains(match->second)) {
+        continue;
+      }
+      bool same = true;
+      for (const auto& bench : experiment.benchmarks) {
+        const auto& kept = report::dig(result->second, {"benchmarks", bench.name});
+        same = same && kept.is_object() && kept.value("status", "") == "ok" && kept.value("spec", "") == bench.describe();
+      }
+      if (same) {
+        out[match->second] = Reusable{paths.variant_dir(variant.value("name", "")), dir.string()};
+      }
+    }
+  }
+  return out;
+}
+
+// Copies an earlier trial into the folder under this tuning's name for it.
+void adopt(const Reusable& source, const std::string& name, const report::ResultPaths& paths) {
+  std::error_code ec;
+  auto target = paths.variant_dir(name);
+  std::filesystem::remove_all(target, ec);
+  std::filesystem::create_directories(target.parent_path(), ec);
+  std::filesystem::copy(source.dir, target, std::filesystem::copy_options::recursive, ec);
+  if (ec) {
+    throw Error(fmt::format("{}: cannot copy the trial from {}: {}", target.string(), source.dir.string(), ec.message()));
+  }
+  auto result = report::read_result(paths, name);
+  if (!result) {
+    throw Error(fmt::format("{}: the copied result cannot be read", paths.result(name).string()));
+  }
+  (*result)["variant"] = name;
+  (*result)["reused_from"] = source.dir.string();
+  if (auto written = util::write_file_atomic(paths.result(name), result->dump(2) + "\n"); !written) {
+    throw written.error();
+  }
+}
+
+void write_answer(const experiment::Experiment& experiment, const TuneAnswer& answer, const std::filesystem::path& dir,
+                  TuneOutcome& out) {
+  const std::pair<const char*, std::string> files[] = {
+      {"tune.md", answer_markdown(experiment, answer)},
+      {"tune.json", answer_json(experiment, answer).dump(2) + "\n"},
+      {"tuned.yaml", tuned_yaml(experiment, answer)},
+  };
+  for (const auto& [file, text] : files) {
+    if (auto written = util::write_file_atomic(dir / file, text); !written) {
+      out.write_error = written.error().what();
+      return;
+    }
+  }
+}
+
+} // namespace
+
+int TuneOutcome::exit_code() const {
+  if (interrupted) {
+    return k_exit_interrupted;
+  }
+  return write_error ? k_exit_failures : k_exit_ok;
+}
+
+TuneOutcome tune_experiment(const experiment::Experiment& experiment, const TuneOptions& options, Display& display) {
+  if (!experiment.tune) {
+    throw Error(fmt::format("{}: not a tuning file: it has no tune: block (specctl run runs an experiment)",
+                            experiment.file),
+                ErrorKind::bad_input);
+  }
+  const auto& spec = *experiment.tune;
+  report::ResultPaths paths{options.run.out_dir};
+  TuneOutcome out;
+  out.dir = options.run.out_dir;
+  std::error_code ec;
+  bool started = std::filesystem::exists(paths.run_info(), ec);
+  if (options.run.resume && !started) {
+    throw Error(fmt::format("{}: no tuning to resume here (no run.json)", out.dir.string()), ErrorKind::bad_input);
+  }
+  if (!options.run.resume && started) {
+    throw Error(fmt::format("{}: already holds a run; continue it with --resume {} or choose another --out",
+                            out.dir.string(), out.dir.string()),
+                ErrorKind::bad_input);
+  }
+  const auto space = spec.space();
+  const auto search = search_options(experiment);
+  auto reusable = find_reusable(experiment, options.from, options.run.render);
+  out.kept = static_cast<int>(read_trials(experiment, paths).size());
+
+  // Each round launches or copies in one trial; the budget bounds the rounds.
+  bool adopted_since_run = false;
+  std::string why;
+  std::vector<Trial> trials;
+  for (int round = 0; round <= spec.max_loads + 1; ++round) {
+    trials = read_trials(experiment, paths);
+    tune::Measured measured;
+    double spent_s = 0;
+    for (const auto& t : trials) {
+      std::vector<tune::Figure> figures;
+      for (const auto& p : t.points) {
+        figures.push_back(p.figure());
+      }
+      measured[t.config] = std::move(figures);
+      spent_s += t.duration_s;
+    }
+    auto step = tune::next_step(space, measured, search);
+    if (!step.launch) {
+      why = step.why;
+      break;
+    }
+    const std::string name = spec.trial_of(*step.launch);
+    if (auto reuse = reusable.find(*step.launch); reuse != reusable.end()) {
+      adopt(reuse->second, name, paths);
+      ++out.reused;
+      adopted_since_run = true;
+      display.message(name, Severity::info, fmt::format("measured before in {}: reused, not launched", reuse->second.from));
+      continue;
+    }
+    if (spec.max_time && spent_s >= std::chrono::duration<double>(*spec.max_time).count()) {
+      why = fmt::format("the time budget of {} is spent", util::format_duration(*spec.max_time));
+      break;
+    }
+    display.message(name, Severity::info,
+                    fmt::format("trial {} of at most {}: {}", step.asked.size(), spec.max_loads, tune::describe(*step.launch)));
+    RunOptions run = options.run;
+    // The trials complete so far (kept as they are) and the new one; a failed trial is not run again.
+    std::vector<std::string> names{name};
+    for (const auto& t : trials) {
+      if (t.status == "ok") {
+        names.push_back(t.variant);
+      }
+    }
+    run.variants = names;
+    run.resume = started;
+    run.keep_complete = true;
+    auto outcome = run_experiment(experiment, run, display);
+    started = true;
+    adopted_since_run = false;
+    ++out.launched;
+    if (outcome.interrupted) {
+      out.interrupted = true;
+      return out;
+    }
+    if (outcome.write_error) {
+      out.write_error = outcome.write_error;
+      return out;
+    }
+    auto result = report::read_result(paths, name);
+    if (!result || !read_trial(*result, experiment, *step.launch)) {
+      throw Error(fmt::format("{}: trial {} left no result to go on from; continue with specctl tune {} --resume {}",
+                              out.dir.string(), name, experiment.file, out.dir.string()));
+    }
+  }
+  if (why.empty()) {
+    why = fmt::format("the budget of {} trials is spent", spec.max_loads);
+  }
+  if (!started || adopted_since_run) {
+    // Trials copied in since the last launch join the run's files and report.
+    RunOptions run = options.run;
+    std::vector<std::string> names;
+    for (const auto& t : trials) {
+      if (t.status == "ok") {
+        names.push_back(t.variant);
+      }
+    }
+    run.variants = names;
+    run.resume = started;
+    run.keep_complete = true;
+    auto outcome = run_experiment(experiment, run, display);
+    if (outcome.write_error) {
+      out.write_error = outcome.write_error;
+      return out;
+    }
+  }
+  out.answer = make_answer(experiment, trials, why);
+  write_answer(experiment, out.answer, out.dir, out);
+  out.summary = answer_markdown(experiment, out.answer);
+  return out;
+}
+
+} // namespace specctl::run

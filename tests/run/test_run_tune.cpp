@@ -1,0 +1,177 @@
+// `specctl tune` end to end: the real specctl tunes real specsim servers on this
+// machine; each trial is an ordinary variant of one result folder. What could break:
+// a trial launched twice (after kill -9 and --resume, or one an earlier run measured),
+// an answer or tuned.yaml not written, a winner that contradicts a 2x difference.
+
+#include "sweep.hpp"
+
+#include <map>
+#include <regex>
+
+using namespace run_test;
+
+namespace {
+
+// EAGLE-3 on or off and its steps 1..4 (start 2): 5 configurations. SGLang wants
+// steps, topk and draft tokens together (the template derives the draft tokens).
+constexpr const char* k_tune_block = R"(tune:
+  space:
+    speculative: [none, eagle3]
+    draft_model: {{values: [/models/Kimi-K2.5-EAGLE3], where: {{speculative: eagle3}}}}
+    spec_topk: {{values: [1], where: {{speculative: eagle3}}}}
+    spec_steps: {{range: [1, 4], start: 2, where: {{speculative: eagle3}}}}
+  load: {load}
+  budget: {{loads: 5}})";
+
+constexpr const char* k_load_levels = "{concurrency: [1, 30], repeats: 2, max_tokens: 32}";
+
+std::string tune_block(const std::string& load) { return fmt::format(k_tune_block, fmt::arg("load", load)); }
+
+// Each variant's launches in a result folder's journal.
+std::map<std::string, int> launches(const std::filesystem::path& out) {
+  std::map<std::string, int> count;
+  for (const auto& e : journal(out)) {
+    if (e.value("event", "") == "launched") {
+      ++count[e.value("variant", "")];
+    }
+  }
+  return count;
+}
+
+int finished_trials(const std::filesystem::path& out) {
+  int n = 0;
+  for (const auto& e : journal(out)) {
+    n += e.value("event", "") == "variant_finished" && e.value("status", "") == "ok" ? 1 : 0;
+  }
+  return n;
+}
+
+// "specctl: 3 trials launched, 2 reused from earlier runs, 0 kept; ..."
+std::array<int, 3> counts_said(const std::string& output) {
+  std::smatch m;
+  static const std::regex said(R"((\d+) trials? launched, (\d+) reused from earlier runs, (\d+) kept)");
+  if (!std::regex_search(output, m, said)) {
+    return {-1, -1, -1};
+  }
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+}
+
+} // namespace
+
+TEST_CASE("tune on specsim: each trial launched once, the answer, and tuned.yaml an experiment that validates") {
+  Sweep sweep;
+  sweep.subcommand("tune");
+  sweep.write("", "", "1s", 10, tune_block(k_load_levels));
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  auto launched = launches(sweep.out());
+  auto answer = read_json(sweep.out() / "tune.json");
+  // The start and EAGLE-3 at its start at least; never the whole grid twice over.
+  CHECK(launched.size() >= 2);
+  CHECK(launched.size() <= 5);
+  for (const auto& [variant, n] : launched) {
+    CAPTURE(variant);
+    CHECK(n == 1);
+  }
+  CHECK(answer["trials"] == launched.size());
+  CHECK(answer["grid"] == 5);
+  CHECK(counts_said(sweep.output()) == std::array<int, 3>{static_cast<int>(launched.size()), 0, 0});
+  // At 30 streams no speculation is about twice EAGLE-3 in specsim's model: no noise hides that.
+  REQUIRE(answer["points"].size() == 2);
+  CHECK(answer["points"][1]["point"] == "c30");
+  CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
+  CHECK(answer["points"][1]["tie"] == false);
+  CHECK(answer["points"][1]["ratio"].get<double>() > 1.5);
+  auto md = st::read_file(sweep.out() / "tune.md");
+  CHECK(md.find("**Recommendation:**") != std::string::npos);
+  // c30 is named with its winner: alone ("c ≥ 30") or with c1 ("every load").
+  CHECK(std::regex_search(md, std::regex("(every load|c ≥ 30): no speculation")));
+  // The report of the trials is the ordinary one.
+  auto run = read_json(sweep.out() / "run.json");
+  CHECK(run["variants"].size() == launched.size());
+  CHECK(std::filesystem::exists(sweep.out() / "report.md"));
+  // tuned.yaml: the start and the winners, an experiment specctl validates.
+  Sweep confirm;
+  std::filesystem::copy_file(sweep.out() / "tuned.yaml", confirm.file());
+  auto validate = st::Process({SPECCTL_BINARY, "validate", confirm.file().string()}, confirm.log());
+  CHECK(validate.wait_exit_code(k_sweep_timeout) == 0);
+  auto tuned = st::read_file(confirm.file());
+  CHECK(tuned.find("name: spec-none") != std::string::npos);
+}
+
+TEST_CASE("kill -9 of a tuning, then --resume: the search goes on and no finished trial is launched again") {
+  Sweep sweep;
+  sweep.subcommand("tune");
+  sweep.write("", "", "1s", 10, tune_block(k_load_levels));
+  auto specctl = sweep.start({"--out", sweep.out().string()});
+  // Killed after the first trial: the search has at least EAGLE-3 at its start to go.
+  REQUIRE(st::wait_until([&] { return finished_trials(sweep.out()) >= 1; }, k_sweep_timeout));
+  specctl->signal(SIGKILL);
+  REQUIRE(specctl->wait_exit_code(k_signal_exit_timeout) == 128 + SIGKILL);
+  // What was finished when it died, and when each was measured.
+  std::map<std::string, std::string> finished;
+  for (const auto& entry : std::filesystem::directory_iterator(sweep.out() / "variants")) {
+    auto path = entry.path() / "result.json";
+    if (std::filesystem::exists(path)) {
+      auto result = read_json(path);
+      if (result.value("status", "") == "ok") {
+        finished[entry.path().filename().string()] = result.value("started", "");
+      }
+    }
+  }
+  REQUIRE(finished.size() >= 1);
+
+  int code = sweep.run({"--resume", sweep.out().string()});
+  INFO(sweep.output());
+  CHECK(code == 0);
+  CHECK(stray_servers(sweep.state()) == "");
+  for (const auto& [variant, started] : finished) {
+    CAPTURE(variant);
+    CHECK(read_json(sweep.out() / "variants" / variant / "result.json").value("started", "") == started);
+    CHECK(launches(sweep.out())[variant] == 1);
+  }
+  auto said = counts_said(sweep.output());
+  CHECK(said[2] == static_cast<int>(finished.size()));
+  auto answer = read_json(sweep.out() / "tune.json");
+  // The resumed tuning launched what the search still asked for.
+  CHECK(said[0] >= 1);
+  CHECK(answer["trials"] == static_cast<int>(finished.size()) + said[0]);
+  CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
+}
+
+TEST_CASE("tune --from reuses the trials an earlier run measured with the same command and benchmarks") {
+  // The earlier run: the quickstart's baseline and EAGLE-3 at 2 steps, on the same port,
+  // fake GPUs and benchmark as the tuning, so their launch commands are the tuning's.
+  Sweep earlier;
+  earlier.write(R"(  - name: baseline
+  - name: eagle3
+    knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1})",
+                fmt::format("  - {{name: load, kind: concurrency, levels: [1, 30], repeats: 2, max_tokens: 32}}"), "1s",
+                10);
+  REQUIRE(earlier.run({"--out", earlier.out().string()}) == 0);
+  Sweep tuning;
+  tuning.subcommand("tune");
+  tuning.share_host_with(earlier);
+  tuning.use_port(earlier.port());
+  tuning.write("", "  - {name: load, kind: concurrency, levels: [1, 30], repeats: 2, max_tokens: 32}", "1s", 10,
+               tune_block("load"));
+  int code = tuning.run({"--out", tuning.out().string(), "--from", earlier.out().string()});
+  INFO(tuning.output());
+  REQUIRE(code == 0);
+  auto launched = launches(tuning.out());
+  // The start (no speculation) and EAGLE-3 at its start of 2 steps were measured before: copied, not launched.
+  CHECK(launched.count("spec-none") == 0);
+  CHECK(launched.count("spec-eagle3-steps2") == 0);
+  for (const auto& name : {"spec-none", "spec-eagle3-steps2"}) {
+    CAPTURE(name);
+    auto result = read_json(tuning.out() / "variants" / name / "result.json");
+    CHECK(result["variant"] == name);
+    CHECK(result.value("reused_from", "").find(earlier.out().filename().string()) != std::string::npos);
+  }
+  auto said = counts_said(tuning.output());
+  CHECK(said[1] == 2);
+  CHECK(said[0] == static_cast<int>(launched.size()));
+  auto answer = read_json(tuning.out() / "tune.json");
+  CHECK(answer["trials"] == launched.size() + 2);
+}
