@@ -272,9 +272,19 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
       if (shown.ratio) {
         const bool spec = speculates(experiment, v.best->config);
         std::string interval = shown.low ? fmt::format(" [{:.2f}, {:.2f}]", *shown.low, *shown.high) : "";
-        why = spec ? fmt::format(" ({}{} over no speculation at {})", signed_pct(*shown.ratio), interval, shown.point)
-                   : fmt::format(" ({:.2f}x{} the best speculative configuration at {})", *shown.ratio, interval,
-                                 shown.point);
+        if (spec) {
+          why = fmt::format(" ({}{} over no speculation at {})", signed_pct(*shown.ratio), interval, shown.point);
+        } else if (*shown.ratio >= 1) {
+          why = fmt::format(" ({:.2f}x{} the best speculative configuration at {})", *shown.ratio, interval,
+                            shown.point);
+        } else {
+          // Kept by the tie rule while measured lower: say so rather than print "0.63x".
+          std::string inverted = shown.low && *shown.low > 0
+                                     ? fmt::format(" [{:.2f}, {:.2f}]", 1 / *shown.high, 1 / *shown.low)
+                                     : "";
+          why = fmt::format(" (the best speculative configuration measured {:.2f}x{} it at {}, within the noise)",
+                            1 / *shown.ratio, inverted, shown.point);
+        }
       }
       bool any_tie = false;
       for (std::size_t i = first; i <= last; ++i) {

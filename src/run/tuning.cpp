@@ -12,6 +12,7 @@
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
 
@@ -123,7 +124,9 @@ int TuneOutcome::exit_code() const {
   if (interrupted) {
     return k_exit_interrupted;
   }
-  return write_error ? k_exit_failures : k_exit_ok;
+  // No load point has a configuration that meets the SLO (or the start failed): no answer.
+  const bool answered = std::any_of(answer.points.begin(), answer.points.end(), [](const auto& p) { return p.best; });
+  return write_error || !answered ? k_exit_failures : k_exit_ok;
 }
 
 TuneOutcome tune_experiment(const experiment::Experiment& experiment, const TuneOptions& options, Display& display) {
@@ -166,6 +169,16 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
       }
       measured[t.config] = std::move(figures);
       spent_s += t.duration_s;
+    }
+    // A start that cannot even be served says something is wrong with the setup, not
+    // with a configuration: nothing the search launched next would be measured either.
+    if (auto first = std::find_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.config == space.start(); });
+        first != trials.end() && first->status == "failed") {
+      why = fmt::format("the start configuration {} failed, so the search stopped: {}", first->variant,
+                        first->points.empty() || first->points.front().slo_missed.empty()
+                            ? std::string("see its server.log")
+                            : first->points.front().slo_missed.front());
+      break;
     }
     auto step = tune::next_step(space, measured, search);
     if (!step.launch) {

@@ -125,8 +125,9 @@ void run_strategy(const Space& space, Replay& replay, const Options& options, st
         if (best[p] == config) {
           return true;
         }
-        return !space.applies(dimension, best[p]) && space.applies(dimension, config) &&
-               compare(replay.at(config, p), replay.at(best[p], p), options.noise) == Order::tie;
+        const Figure& figure = replay.at(config, p);
+        return figure.meets_slo && !space.applies(dimension, best[p]) && space.applies(dimension, config) &&
+               compare(figure, replay.at(best[p], p), options.noise) == Order::tie;
       };
       // The configurations in contention somewhere, each once: the best in point
       // order, then the others in the order they were measured.
