@@ -175,3 +175,18 @@ TEST_CASE("tune --from reuses the trials an earlier run measured with the same c
   auto answer = read_json(tuning.out() / "tune.json");
   CHECK(answer["trials"] == launched.size() + 2);
 }
+
+TEST_CASE("a tuning whose start configuration cannot be served stops after it, says why and exits 1") {
+  Sweep sweep;
+  sweep.subcommand("tune");
+  // Every configuration crashes while loading: the setup is broken, not a configuration.
+  sweep.personality("specsim", "tp: 8, sim_fault: [crash-load], ");
+  sweep.write("", "", "1s", 10, tune_block(k_load_levels));
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  CHECK(code == 1);
+  CHECK(launches(sweep.out()) == std::map<std::string, int>{{"spec-none", 1}});
+  auto answer = read_json(sweep.out() / "tune.json");
+  CHECK(answer["stopped"].get<std::string>().starts_with("the start configuration spec-none failed"));
+  CHECK(answer["points"][0]["best"].is_null());
+}
