@@ -4,6 +4,7 @@
 // as the Markdown report (cells.hpp).
 
 #include "cells.hpp"
+#include "tuning.hpp"
 
 #include <specctl/report/report.hpp>
 #include <specctl/report/svg.hpp>
@@ -164,6 +165,7 @@ public:
     m_out += "<title>specctl report: " + escape(m_report.experiment) + "</title>\n";
     m_out += std::string("<style>\n") + k_style + "</style>\n</head>\n<body>\n<main>\n";
     header();
+    tuning();
     variants();
     notes();
     for (const auto& table : m_report.single_stream) {
@@ -231,6 +233,22 @@ private:
   void figure(const std::string& kind, const std::string& svg_text, const std::string& caption) {
     m_out += "<figure class=\"plot\" data-plot=\"" + kind + "\">\n" + svg_text;
     m_out += "<figcaption>" + escape(caption) + "</figcaption>\n</figure>\n";
+  }
+
+  void tuning() {
+    if (!m_report.tuning) {
+      return;
+    }
+    const auto& t = *m_report.tuning;
+    m_out += "<h2>Tuning</h2>\n<p>" + escape(fmt::format("{} of {} configurations measured; {}.", t.trials, t.grid, t.stopped)) +
+             "</p>\n<p><strong>Recommendation:</strong> " + escape(t.recommendation) + "</p>\n";
+    if (!t.crossover.empty()) {
+      m_out += "<p><strong>Crossover:</strong> " + escape(t.crossover) + "</p>\n";
+    }
+    if (!t.curves.empty()) {
+      figure("pareto", detail::tuning_svg(t),
+             "Each trial over the load points; dashed, the Pareto front: no other point is ahead on both axes.");
+    }
   }
 
   void no_data(const std::string& what) { m_out += "<p class=\"nodata\">No data to plot " + escape(what) + ".</p>\n"; }

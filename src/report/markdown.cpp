@@ -1,4 +1,5 @@
 #include "cells.hpp"
+#include "tuning.hpp"
 
 #include <specctl/util/text_table.hpp>
 
@@ -239,6 +240,9 @@ std::string to_markdown(const Report& r) {
     head += fmt::format("\n\n> Note: {}", note);
   }
   sections.push_back(head);
+  if (r.tuning) {
+    sections.push_back(detail::tuning_markdown(*r.tuning));
+  }
   sections.push_back(variants_section(r));
   for (const auto& t : r.single_stream) {
     sections.push_back(single_stream_section(t));

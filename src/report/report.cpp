@@ -2,6 +2,7 @@
 
 #include "cells.hpp"
 #include "noise.hpp"
+#include "tuning.hpp"
 #include "workload.hpp"
 
 #include <specctl/bench/stats.hpp>
@@ -558,6 +559,7 @@ Report build_report(const RunData& data, const ReportOptions& options) {
                            "verdicts do not account for it");
   }
   report.expectations = expectation_rows(data, report);
+  report.tuning = detail::tuning_section(data);
   return report;
 }
 

@@ -261,6 +261,13 @@ RunData read_run(const std::filesystem::path& dir) {
                 ErrorKind::bad_input);
   }
   data.experiment = read_json_file(paths.resolved(), "experiment.json");
+  if (std::ifstream tune{dir / "tune.json"}) {
+    // A tuning's answer; one that cannot be read leaves the report without it.
+    auto answer = nlohmann::json::parse(tune, nullptr, false);
+    if (answer.is_object() && answer.value("format", "") == "specctl-tune-answer") {
+      data.tune = std::move(answer);
+    }
+  }
   for (const auto& v : array_of(data.run, "variants")) {
     if (v.is_string()) {
       if (auto result = read_result(paths, v.get<std::string>())) {

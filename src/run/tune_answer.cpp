@@ -232,7 +232,7 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
       const bool spec = speculates(experiment, v.best->config);
       const Trial* other = nullptr;
       for (const auto& t : trials) {
-        if (speculates(experiment, t.config) != spec && !t.points[p].samples.empty() &&
+        if (speculates(experiment, t.config) != spec && !t.points[p].samples.empty() && t.points[p].slo_missed.empty() &&
             (other == nullptr || t.points[p].figure().mean > other->points[p].figure().mean)) {
           other = &t;
         }
@@ -286,37 +286,45 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
                             1 / *shown.ratio, inverted, shown.point);
         }
       }
-      bool any_tie = false;
+      std::vector<std::string> ties;
       for (std::size_t i = first; i <= last; ++i) {
-        any_tie = any_tie || out.points[i].tie;
+        if (out.points[i].tie) {
+          ties.push_back(labels[i]);
+        }
       }
       parts.push_back(fmt::format("{}: {}{}{}", range, config_words(experiment, v.best->config), why,
-                                  any_tie ? " (inconclusive: the runner-up is within the noise)" : ""));
+                                  ties.empty() ? ""
+                                               : fmt::format(" (inconclusive at {}: the runner-up is within the noise)",
+                                                             util::join(ties, ", "))));
     }
     first = last + 1;
   }
   out.recommendation = util::join(parts, "; ");
 
   if (experiment.tune->speculation) {
-    std::optional<std::size_t> last_spec;
-    std::optional<std::size_t> first_plain;
+    std::vector<std::size_t> spec;
+    std::vector<std::size_t> plain;
     for (std::size_t p = 0; p < out.points.size(); ++p) {
-      if (!out.points[p].best) {
-        continue;
-      }
-      if (speculates(experiment, out.points[p].best->config)) {
-        last_spec = p;
-      } else if (!first_plain) {
-        first_plain = p;
+      if (out.points[p].best) {
+        (speculates(experiment, out.points[p].best->config) ? spec : plain).push_back(p);
       }
     }
-    if (!last_spec) {
+    auto names = [&](const std::vector<std::size_t>& points) {
+      std::vector<std::string> out_names;
+      for (auto p : points) {
+        out_names.push_back(labels[p]);
+      }
+      return util::join(out_names, ", ");
+    };
+    if (spec.empty()) {
       out.crossover = "speculation pays at no load measured";
-    } else if (*last_spec + 1 == out.points.size() || !first_plain) {
+    } else if (plain.empty()) {
       out.crossover = "speculation pays at every load measured";
-    } else {
+    } else if (spec.back() < plain.front()) {
       out.crossover = fmt::format("speculation stops paying above {} (no speculation is best from {} on)",
-                                  labels[*last_spec], labels[*last_spec + 1]);
+                                  labels[spec.back()], labels[plain.front()]);
+    } else {
+      out.crossover = fmt::format("speculation pays at {}, not at {}", names(spec), names(plain));
     }
   }
   return out;
@@ -324,7 +332,7 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
 
 std::string answer_markdown(const experiment::Experiment& experiment, const TuneAnswer& answer) {
   std::string out = fmt::format("# Tuning: {}\n\n", experiment.name);
-  out += fmt::format("{} of {} configurations launched; {}.\n\n", answer.trials, answer.grid, answer.why_stopped);
+  out += fmt::format("{} of {} configurations measured; {}.\n\n", answer.trials, answer.grid, answer.why_stopped);
   out += fmt::format("**Recommendation:** {}\n\n", answer.recommendation);
   if (!answer.crossover.empty()) {
     out += fmt::format("**Crossover:** {}\n\n", answer.crossover);
@@ -374,6 +382,7 @@ json answer_json(const experiment::Experiment& experiment, const TuneAnswer& ans
   return {{"format", "specctl-tune-answer"},
           {"version", 1},
           {"objective", objective_name(experiment.tune->objective)},
+          {"load", experiment.tune->load},
           {"trials", answer.trials},
           {"grid", answer.grid},
           {"stopped", answer.why_stopped},

@@ -251,6 +251,14 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   }
   out.answer = make_answer(experiment, trials, why);
   write_answer(experiment, out.answer, out.dir, out);
+  if (!out.write_error) {
+    // The report again, now with the tuning's answer and its Pareto front.
+    try {
+      report::write_reports(report::build_report(report::read_run(out.dir)), out.dir, experiment.report.formats);
+    } catch (const Error& e) {
+      out.write_error = e.what();
+    }
+  }
   out.summary = answer_markdown(experiment, out.answer);
   return out;
 }

@@ -82,7 +82,11 @@ std::size_t golden_search(const std::function<const Figure&(std::size_t)>& at, s
     if (m1 >= m2) {
       m2 = m1 + 1;
     }
-    switch (compare(at(m1), at(m2), noise)) {
+    // One after the other: which configuration is asked for first must not be left to
+    // the compiler's order of evaluating arguments.
+    const Figure& low = at(m1);
+    const Figure& high = at(m2);
+    switch (compare(low, high, noise)) {
     case Order::better:
       hi = m2 - 1;
       break;

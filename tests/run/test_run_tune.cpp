@@ -90,7 +90,11 @@ TEST_CASE("tune on specsim: each trial launched once, the answer, and tuned.yaml
   // The report of the trials is the ordinary one.
   auto run = read_json(sweep.out() / "run.json");
   CHECK(run["variants"].size() == launched.size());
-  CHECK(std::filesystem::exists(sweep.out() / "report.md"));
+  // The report, written again after the answer, opens with the tuning and its Pareto front.
+  auto report = st::read_file(sweep.out() / "report.md");
+  CHECK(report.find("## Tuning") != std::string::npos);
+  CHECK(report.find("| spec-none | c30 |") != std::string::npos);
+  CHECK(st::read_file(sweep.out() / "report.html").find("data-plot=\"pareto\"") != std::string::npos);
   // tuned.yaml: the start and the winners, an experiment specctl validates.
   Sweep confirm;
   std::filesystem::copy_file(sweep.out() / "tuned.yaml", confirm.file());
@@ -189,4 +193,28 @@ TEST_CASE("a tuning whose start configuration cannot be served stops after it, s
   auto answer = read_json(sweep.out() / "tune.json");
   CHECK(answer["stopped"].get<std::string>().starts_with("the start configuration spec-none failed"));
   CHECK(answer["points"][0]["best"].is_null());
+}
+
+TEST_CASE("tune over SSH: the trials run on the node, and the answer is written here") {
+  auto sshd = specctl::test::require_sshd();
+  Sweep sweep(ssh_hosts(*sshd), "node");
+  sweep.subcommand("tune");
+  sweep.write("", "", "1s", 10, R"(tune:
+  space:
+    speculative: [none, eagle3]
+    draft_model: {values: [/models/Kimi-K2.5-EAGLE3], where: {speculative: eagle3}}
+    spec_topk: {values: [1], where: {speculative: eagle3}}
+    spec_steps: {values: [2], where: {speculative: eagle3}}
+  load: {concurrency: [1, 30], repeats: 2, max_tokens: 32})");
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  CHECK(launches(sweep.out()) == std::map<std::string, int>{{"spec-eagle3", 1}, {"spec-none", 1}});
+  for (const auto& name : {"spec-none", "spec-eagle3"}) {
+    CAPTURE(name);
+    CHECK(read_json(sweep.out() / "variants" / name / "result.json")["host"] == "node");
+  }
+  auto answer = read_json(sweep.out() / "tune.json");
+  CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
+  CHECK(stray_servers(sweep.state()) == "");
 }

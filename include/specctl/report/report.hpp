@@ -28,6 +28,8 @@ struct RunData {
   std::map<std::string, nlohmann::json> results;
   // A variant whose result.json is there but cannot be read: what is wrong with it.
   std::map<std::string, std::string> damaged;
+  // tune.json, the answer of `specctl tune`, when the folder is a tuning; else null.
+  nlohmann::json tune;
 };
 
 // Reads a result folder. Throws specctl::Error (bad_input) naming the file
@@ -315,6 +317,28 @@ struct NoiseRow {
   std::optional<double> difference_pct;
 };
 
+// One trial at one load point, on the two axes a serving choice trades: the total
+// output tok/s of the server and the tok/s one user sees (1000 / median TPOT).
+struct ParetoPoint {
+  std::string variant;
+  std::string point;
+  double total_tok_s = 0;
+  double per_user_tok_s = 0;
+};
+
+// A tuning's answer (tune.json) with each trial's curve over the load points and the
+// Pareto front: the points no other trial's beats on both axes.
+struct TuningSection {
+  std::string recommendation;
+  std::string crossover;
+  std::string stopped;
+  std::string load;
+  int trials = 0;
+  int grid = 0;
+  std::vector<std::pair<std::string, std::vector<ParetoPoint>>> curves;
+  std::vector<ParetoPoint> front;
+};
+
 struct Report {
   std::string experiment;
   std::string description;
@@ -339,6 +363,7 @@ struct Report {
   std::vector<NoiseRow> noise;
   // Things a reader must know to trust the tables ("the baseline failed: no speedups").
   std::vector<std::string> notes;
+  std::optional<TuningSection> tuning;
 
   const VariantRow* find_variant(const std::string& name) const;
   // Every variant ok and every expectation reproduced: what the exit code says.

@@ -91,7 +91,8 @@ struct TuneOutcome {
   TuneAnswer answer;
   std::string summary;
 
-  // 0 answered, 1 a trial's files could not be written, 130 interrupted.
+  // 0 answered, 1 no load point has a configuration meeting the SLO (or the start
+  // failed) or a file could not be written, 130 interrupted.
   int exit_code() const;
 };
 
