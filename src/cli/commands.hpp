@@ -4,10 +4,13 @@
 // parser and returns the action to run once parsing succeeded.
 
 #include <specctl/experiment/experiment.hpp>
+#include <specctl/run/display.hpp>
+#include <specctl/run/runner.hpp>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -46,5 +49,22 @@ const std::atomic<bool>* stop_flag();
 
 // Directory holding the running specctl binary (specsim lives beside it).
 std::string own_bindir();
+
+// The flags `run` and `tune` share: where the results go, resuming, retries, output.
+struct RunFlags {
+  std::string out;
+  std::string resume;
+  int retries = 2;
+  bool force = false;
+  bool quiet = false;
+  bool verbose = false;
+  std::string state_dir;
+};
+// `what` names the file's kind in the help: "run", "tuning".
+void add_run_flags(CLI::App& command, RunFlags& flags, const std::string& what);
+// The run options the flags ask for (stop flag and signal handlers included).
+// Throws specctl::Error (bad_input) for --resume DIR with another --out.
+run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment& experiment);
+std::unique_ptr<run::Display> make_display(const RunFlags& flags);
 
 } // namespace specctl::cli

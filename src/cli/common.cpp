@@ -72,4 +72,45 @@ std::string own_bindir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+void add_run_flags(CLI::App& command, RunFlags& flags, const std::string& what) {
+  command.add_option("--out", flags.out, "Result folder (default results/<name>/<timestamp>)");
+  command.add_option("--resume", flags.resume,
+                     fmt::format("Continue the {} in DIR: complete variants are kept, the rest run again", what));
+  command.add_option("--retries", flags.retries, "Attempts after a transient failure (host unreachable)")
+      ->default_val(2)
+      ->check(CLI::Range(0, 100));
+  command.add_flag("--force", flags.force, "Resume even though the file changed since");
+  command.add_flag("--quiet", flags.quiet, "Only errors, finished variants and the final table");
+  command.add_flag("--verbose", flags.verbose, "Every message, informational ones included");
+  command.add_option("--state-dir", flags.state_dir,
+                     "Where servers keep their pid and log files on each host (default $HOME/.specctl/servers)");
+}
+
+run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment& experiment) {
+  if (!flags.resume.empty() && !flags.out.empty() && flags.resume != flags.out) {
+    throw Error("--resume DIR already names the result folder; leave out --out", ErrorKind::bad_input);
+  }
+  run::RunOptions options;
+  options.resume = !flags.resume.empty();
+  options.out_dir = options.resume ? std::filesystem::path(flags.resume)
+                    : flags.out.empty() ? run::default_out_dir(experiment, std::chrono::system_clock::now())
+                                        : std::filesystem::path(flags.out);
+  // Earlier runs are the result folder's siblings (results/<experiment>/ by default).
+  options.history_dir = options.out_dir.parent_path().empty() ? std::filesystem::path(".") : options.out_dir.parent_path();
+  options.retries = flags.retries;
+  options.force = flags.force;
+  options.render.specctl_bindir = own_bindir();
+  if (!flags.state_dir.empty()) {
+    options.state_dir = flags.state_dir;
+  }
+  options.stop = stop_flag();
+  install_stop_handlers();
+  return options;
+}
+
+std::unique_ptr<run::Display> make_display(const RunFlags& flags) {
+  auto verbosity = flags.quiet ? run::Verbosity::quiet : flags.verbose ? run::Verbosity::verbose : run::Verbosity::normal;
+  return run::make_display(stderr, verbosity);
+}
+
 } // namespace specctl::cli

@@ -103,6 +103,25 @@ void adopt(const Reusable& source, const std::string& name, const report::Result
   }
 }
 
+// One run over the trials complete so far (kept as they are) and `launch` when given;
+// a failed trial is not run again.
+RunOutcome run_trials(const experiment::Experiment& experiment, RunOptions run, const std::vector<Trial>& trials,
+                      const std::string& launch, bool started, Display& display) {
+  std::vector<std::string> names;
+  if (!launch.empty()) {
+    names.push_back(launch);
+  }
+  for (const auto& t : trials) {
+    if (t.status == "ok") {
+      names.push_back(t.variant);
+    }
+  }
+  run.variants = names;
+  run.resume = started;
+  run.keep_complete = true;
+  return run_experiment(experiment, run, display);
+}
+
 void write_answer(const experiment::Experiment& experiment, const TuneAnswer& answer, const std::filesystem::path& dir,
                   TuneOutcome& out) {
   const std::pair<const char*, std::string> files[] = {
@@ -199,18 +218,7 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
     }
     display.message(name, Severity::info,
                     fmt::format("trial {} of at most {}: {}", step.asked.size(), spec.max_loads, tune::describe(*step.launch)));
-    RunOptions run = options.run;
-    // The trials complete so far (kept as they are) and the new one; a failed trial is not run again.
-    std::vector<std::string> names{name};
-    for (const auto& t : trials) {
-      if (t.status == "ok") {
-        names.push_back(t.variant);
-      }
-    }
-    run.variants = names;
-    run.resume = started;
-    run.keep_complete = true;
-    auto outcome = run_experiment(experiment, run, display);
+    auto outcome = run_trials(experiment, options.run, trials, name, started, display);
     started = true;
     adopted_since_run = false;
     ++out.launched;
@@ -233,17 +241,7 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   }
   if (!started || adopted_since_run) {
     // Trials copied in since the last launch join the run's files and report.
-    RunOptions run = options.run;
-    std::vector<std::string> names;
-    for (const auto& t : trials) {
-      if (t.status == "ok") {
-        names.push_back(t.variant);
-      }
-    }
-    run.variants = names;
-    run.resume = started;
-    run.keep_complete = true;
-    auto outcome = run_experiment(experiment, run, display);
+    auto outcome = run_trials(experiment, options.run, trials, "", started, display);
     if (outcome.write_error) {
       out.write_error = outcome.write_error;
       return out;
