@@ -196,20 +196,27 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
   return trial;
 }
 
-TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vector<Trial>& trials,
-                       const std::string& why_stopped) {
-  TuneAnswer out;
-  const auto labels = load_points(experiment);
-  const auto options = search_options(experiment);
-  const auto space = experiment.tune->space();
+tune::Measured measured_of(const std::vector<Trial>& trials) {
   tune::Measured measured;
-  std::map<tune::Config, const Trial*> by_config;
   for (const auto& t : trials) {
     std::vector<tune::Figure> figures;
     for (const auto& p : t.points) {
       figures.push_back(p.figure());
     }
     measured[t.config] = std::move(figures);
+  }
+  return measured;
+}
+
+TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vector<Trial>& trials,
+                       const std::string& why_stopped) {
+  TuneAnswer out;
+  const auto labels = load_points(experiment);
+  const auto options = search_options(experiment);
+  const auto space = experiment.tune->space();
+  const tune::Measured measured = measured_of(trials);
+  std::map<tune::Config, const Trial*> by_config;
+  for (const auto& t : trials) {
     by_config[t.config] = &t;
   }
   out.trials = static_cast<int>(trials.size());

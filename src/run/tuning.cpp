@@ -171,7 +171,6 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   const auto space = spec.space();
   const auto search = search_options(experiment);
   auto reusable = find_reusable(experiment, options.from, options.run.render);
-  out.kept = static_cast<int>(read_trials(experiment, paths).size());
 
   // Each round launches or copies in one trial; the budget bounds the rounds.
   bool adopted_since_run = false;
@@ -179,14 +178,12 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   std::vector<Trial> trials;
   for (int round = 0; round <= spec.max_loads + 1; ++round) {
     trials = read_trials(experiment, paths);
-    tune::Measured measured;
+    if (round == 0) {
+      out.kept = static_cast<int>(trials.size());
+    }
+    const tune::Measured measured = measured_of(trials);
     double spent_s = 0;
     for (const auto& t : trials) {
-      std::vector<tune::Figure> figures;
-      for (const auto& p : t.points) {
-        figures.push_back(p.figure());
-      }
-      measured[t.config] = std::move(figures);
       spent_s += t.duration_s;
     }
     // A start that cannot even be served says something is wrong with the setup, not

@@ -37,6 +37,8 @@ struct Trial {
 };
 std::optional<Trial> read_trial(const nlohmann::json& result, const experiment::Experiment& experiment,
                                 const tune::Config& config);
+// The trials as the search sees them: each configuration's figure per load point.
+tune::Measured measured_of(const std::vector<Trial>& trials);
 
 // The load points of a tuning: "c1", "c10" or "r2".
 std::vector<std::string> load_points(const experiment::Experiment& experiment);
