@@ -1,5 +1,7 @@
 #include <specctl/bench/vllm_json.hpp>
 
+#include <specctl/bench/goodput.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -100,18 +102,10 @@ std::pair<double, int> peaks(const std::vector<VllmRequestRecord>& requests) {
 }
 
 std::size_t good_requests(const VllmLevel& level) {
+  const RequestBounds bounds{level.goodput_ttft_ms, level.goodput_tpot_ms, level.goodput_e2el_ms};
   std::size_t good = 0;
   for (const VllmRequestRecord& request : level.requests) {
-    if (!request.ok) {
-      continue;
-    }
-    // vLLM counts a request of one output token as a TPOT of 0 here.
-    const double tpot =
-        request.output_tokens > 1 ? (request.e2e_ms - request.ttft_ms) / (request.output_tokens - 1) : 0.0;
-    const bool ttft_ok = !level.goodput_ttft_ms || request.ttft_ms <= *level.goodput_ttft_ms;
-    const bool tpot_ok = !level.goodput_tpot_ms || tpot <= *level.goodput_tpot_ms;
-    const bool e2el_ok = !level.goodput_e2el_ms || request.e2e_ms <= *level.goodput_e2el_ms;
-    if (ttft_ok && tpot_ok && e2el_ok) {
+    if (request.ok && meets_bounds(bounds, request.ttft_ms, request.e2e_ms, request.output_tokens)) {
       ++good;
     }
   }

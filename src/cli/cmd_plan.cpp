@@ -2,6 +2,8 @@
 
 #include <specctl/experiment/connect.hpp>
 #include <specctl/experiment/plan.hpp>
+#include <specctl/report/history.hpp>
+#include <specctl/run/runner.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/error.hpp>
 
@@ -16,6 +18,7 @@ namespace {
 
 struct PlanOptions {
   std::string file;
+  std::string history;
   bool json = false;
   bool probe = false;
   bool allow_large = false;
@@ -72,27 +75,33 @@ Action setup_plan(CLI::App& command) {
   auto options = std::make_shared<PlanOptions>();
   command.add_option("FILE", options->file, "Experiment file")->required();
   command.add_flag("--json", options->json, "Print the plan as JSON");
+  command.add_option("--history", options->history,
+                     "Folder of earlier result folders of this experiment, for the time from history (default "
+                     "results/<name>, where run and tune write)");
   command.add_flag("--allow-large", options->allow_large, fmt::format("Accept more than {} variants", k_large_sweep));
   command.add_flag("--probe", options->probe,
                    "Also connect to each host and show what cleanup would do there (kills nothing)");
   command.footer("Touches no host: it shows the exact command lines, environment, cleanup and benchmarks of every "
-                 "variant, in run order, and an upper bound of the sweep's wall time.");
+                 "variant, in run order, an upper bound of the sweep's wall time, and its time from earlier runs.");
   return [options] {
     auto experiment = load_or_report(options->file, options->allow_large);
     if (!experiment) {
       return k_exit_bad_input;
     }
     auto plan = experiment::make_plan(*experiment, server::RenderOptions{own_bindir()});
+    // What earlier runs took, where `run` and `tune` put their result folders by default.
+    std::vector<std::string> names;
+    for (const auto& planned : plan.variants) {
+      names.push_back(planned.variant->name);
+    }
+    auto history_dir = options->history.empty()
+                           ? run::default_out_dir(*experiment, std::chrono::system_clock::now()).parent_path()
+                           : std::filesystem::path(options->history);
+    plan.history = report::read_history(experiment->name, history_dir, names);
     if (options->json) {
       auto j = experiment::plan_to_json(plan);
       if (experiment->tune) {
-        auto tp = experiment::make_tune_plan(plan);
-        j["tune"] = {{"grid", tp.grid},
-                     {"fewest", tp.fewest},
-                     {"expected", tp.expected},
-                     {"worst", tp.worst},
-                     {"per_trial_s", std::chrono::duration<double>(tp.per_trial).count()},
-                     {"bound_s", std::chrono::duration<double>(tp.bound).count()}};
+        j["tune"] = experiment::tune_plan_to_json(experiment::make_tune_plan(plan));
       }
       std::cout << j.dump(2) << '\n';
     } else if (experiment->tune) {

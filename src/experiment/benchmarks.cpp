@@ -24,6 +24,8 @@ constexpr util::Duration k_min_benchmark_timeout = 1min;
 constexpr int k_max_repeats = 1000;
 // Without `repeats:`, an experiment that compares variants measures each level this often.
 constexpr int k_verdict_repeats = 3;
+// The most rates a benchmark's SLO search measures after its listed ones.
+constexpr int k_max_bisect = 10;
 
 const std::vector<std::string> k_kinds = {"single_stream", "concurrency", "rate", "command"};
 const std::vector<std::string> k_common_keys = {"name",         "kind",     "max_tokens",    "prompts",
@@ -34,12 +36,14 @@ const std::vector<std::string> k_placeholders = {"url", "port", "variant", "mode
 
 std::vector<std::string> keys_for(const std::string& kind) {
   std::vector<std::string> keys = k_common_keys;
+  // "slo" and "bisect" are known to every built-in kind, so that a kind they do
+  // not apply to is told why rather than that the key is unknown.
   if (kind == "single_stream") {
-    keys.insert(keys.end(), {"runs"});
+    keys.insert(keys.end(), {"runs", "slo", "bisect"});
   } else if (kind == "concurrency") {
-    keys.insert(keys.end(), {"levels", "requests", "repeats"});
+    keys.insert(keys.end(), {"levels", "requests", "repeats", "slo", "bisect"});
   } else if (kind == "rate") {
-    keys.insert(keys.end(), {"rates", "duration", "max_concurrency", "burstiness", "repeats"});
+    keys.insert(keys.end(), {"rates", "duration", "max_concurrency", "burstiness", "repeats", "slo", "bisect"});
   } else if (kind == "command") {
     keys = {"name", "kind", "run", "on", "parse", "metric", "json", "timeout"};
   }
@@ -178,7 +182,66 @@ void parse_command(const util::YamlField& field, BenchmarkSpec& spec) {
   }
 }
 
+// `slo:` and `bisect:` of a benchmark, once its kind and levels are known.
+void parse_slo_keys(const util::YamlField& field, BenchmarkSpec& spec) {
+  auto slo = field["slo"];
+  auto bisect = field["bisect"];
+  if (slo.present()) {
+    if (spec.kind == BenchmarkKind::concurrency || spec.kind == BenchmarkKind::rate) {
+      spec.slo = parse_slo(slo, &spec);
+    } else {
+      slo.error(fmt::format("an SLO judges the levels of a concurrency or rate benchmark; a {} benchmark has none",
+                            kind_name(spec.kind)));
+    }
+  }
+  if (!bisect.present()) {
+    return;
+  }
+  if (spec.kind != BenchmarkKind::rate) {
+    bisect.error(fmt::format("bisect searches request rates: it needs a rate benchmark, not {}", kind_name(spec.kind)));
+    return;
+  }
+  if (!slo.present()) {
+    bisect.error("bisect searches for the highest rate that meets the SLO: give the benchmark an slo, e.g. "
+                 "slo: {ttft_p99_ms: 2000}");
+    return;
+  }
+  spec.bisect = static_cast<int>(bisect.as_int(1, k_max_bisect).value_or(0));
+}
+
 } // namespace
+
+std::vector<std::pair<std::string, double>> parse_slo(const util::YamlField& slo, const BenchmarkSpec* load) {
+  std::vector<std::pair<std::string, double>> out;
+  if (!slo.present() || !slo.expect_map()) {
+    return out;
+  }
+  slo.check_duplicates();
+  std::vector<std::string> bounds;
+  if (load != nullptr) {
+    for (const auto& metric : metrics_of(*load)) {
+      if (metric.ends_with("_ms")) {
+        bounds.push_back(metric);
+      }
+    }
+  }
+  for (const auto& [metric, key_at, value] : slo.entries()) {
+    if (load != nullptr && std::find(bounds.begin(), bounds.end(), metric) == bounds.end()) {
+      slo.diagnostics().error(key_at,
+                              fmt::format("{}: \"{}\" is not a latency of the load{}; it has {}", slo.path(), metric,
+                                          util::did_you_mean(metric, bounds), util::join(bounds, ", ")));
+      continue;
+    }
+    if (auto bound = value.as_number()) {
+      if (!(*bound > 0)) {
+        value.error("an SLO bound is a positive number of milliseconds");
+        continue;
+      }
+      out.emplace_back(metric, *bound);
+    }
+  }
+  return out;
+}
 
 util::Duration default_timeout(const BenchmarkSpec& spec) {
   double seconds_per_request = spec.prompts.longest_output(spec.max_tokens) / k_floor_tok_s_per_stream;
@@ -194,7 +257,8 @@ util::Duration default_timeout(const BenchmarkSpec& spec) {
     }
     break;
   case BenchmarkKind::rate:
-    total = static_cast<double>(spec.rates.size()) *
+    // The SLO search's rates run after the listed ones, each as often as they.
+    total = static_cast<double>(spec.rates.size() + static_cast<std::size_t>(spec.bisect)) *
             (std::chrono::duration<double>(spec.duration).count() + seconds_per_request);
     break;
   case BenchmarkKind::command:
@@ -327,6 +391,8 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   }
   if (spec.kind == BenchmarkKind::command) {
     parse_command(field, spec);
+  } else {
+    parse_slo_keys(field, spec);
   }
   spec.timeout = default_timeout(spec);
   if (auto v = field["timeout"]; v.present()) {

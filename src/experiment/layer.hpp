@@ -40,10 +40,16 @@ struct ResolveContext {
   bool server_block_broken = false;
 };
 
+// The template `field` names, read and checked once per name; nullptr after reporting a problem.
+std::shared_ptr<const server::ServerTemplate> find_template(const util::YamlField& field, const ResolveContext& ctx);
+
 // Turns a merged layer into a checked server configuration. `owner` names the
 // variant in messages about missing settings.
 ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const util::Location& owner_at,
                             const std::string& owner);
+
+// A numeric knob's limits as messages quote them: "1..64", ">= 1", "<= 8".
+std::string knob_limits(const server::KnobDef& def);
 
 // Checks and types one knob value against its definition; nullopt after reporting a problem.
 std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::YamlField& value);
@@ -52,6 +58,10 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts);
 // One entry of `benchmarks:` (or a tuning's load written as one).
 BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& experiment_dir);
 std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, const std::string& experiment_dir);
+// An `slo:` map (a benchmark's, a tuning's): level latency -> upper bound in ms, in the
+// order written. The names must be latencies `load` measures (the `_ms` metrics of
+// metrics_of); without a load any name passes. Mistakes are reported and skipped.
+std::vector<std::pair<std::string, double>> parse_slo(const util::YamlField& slo, const BenchmarkSpec* load);
 // A benchmark's bound by default: its size at a pessimistic speed (2 tok/s per stream).
 util::Duration default_timeout(const BenchmarkSpec& spec);
 // Once the variants are known: each concurrency and rate benchmark's effective

@@ -64,6 +64,16 @@ std::string BenchmarkSpec::measures_text() const {
   if (!unique_prompts) {
     out += ", prompts sent verbatim";
   }
+  if (!slo.empty()) {
+    std::vector<std::string> bounds;
+    for (const auto& [metric, bound] : slo) {
+      bounds.push_back(fmt::format("{} <= {:g}", metric, bound));
+    }
+    out += fmt::format(", SLO {}", util::join(bounds, ", "));
+  }
+  if (bisect > 0) {
+    out += fmt::format(", then up to {} rate{} bisected for the highest that meets it", bisect, bisect == 1 ? "" : "s");
+  }
   return out;
 }
 
@@ -113,6 +123,9 @@ std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark) {
     return out;
   }
   out.insert(out.end(), {"request_s", "error_rate"});
+  if (!benchmark.slo.empty()) {
+    out.push_back("goodput_rps");
+  }
   for (const char* latency : {"ttft", "tpot", "itl", "e2e"}) {
     for (const char* p : {"p50", "p90", "p99"}) {
       out.push_back(fmt::format("{}_{}_ms", latency, p));

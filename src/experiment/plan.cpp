@@ -79,6 +79,40 @@ std::string describe_job(const Variant& variant, const HostSpec& host) {
                      util::join(parts, " "), sl.login.empty() ? "this machine" : sl.login, variant.name);
 }
 
+std::vector<std::string> variant_names(const Plan& plan) {
+  std::vector<std::string> names;
+  for (const auto& planned : plan.variants) {
+    names.push_back(planned.variant->name);
+  }
+  return names;
+}
+
+int measured_count(const Plan& plan, const History& history) {
+  int n = 0;
+  for (const auto& planned : plan.variants) {
+    n += history.durations.contains(planned.variant->name) ? 1 : 0;
+  }
+  return n;
+}
+
+// "from history: about 25m for 4 variants one after another (3 measured before in results/x; ...)":
+// what the sweep took before, beside the bound from timeouts.
+std::string history_line(const Plan& plan, const History& history) {
+  auto estimate = history.estimate(variant_names(plan));
+  if (!estimate) {
+    return fmt::format("from history: none (no earlier run in {} recorded these variants' durations)\n", history.dir);
+  }
+  const auto n = plan.variants.size();
+  const int measured = measured_count(plan, history);
+  std::string basis = static_cast<std::size_t>(measured) == n
+                          ? fmt::format("each as its newest run in {} took", history.dir)
+                          : fmt::format("{} of them as their newest run in {} took, the other{} at their mean",
+                                        measured, history.dir, n - static_cast<std::size_t>(measured) == 1 ? "" : "s");
+  return fmt::format("from history: about {} for {} variant{} one after another ({})\n",
+                     util::format_duration(std::chrono::round<std::chrono::seconds>(*estimate)), n, n == 1 ? "" : "s",
+                     basis);
+}
+
 } // namespace
 
 std::string host_kind_name(HostKind kind) {
@@ -93,6 +127,37 @@ std::string host_kind_name(HostKind kind) {
     break;
   }
   return "slurm";
+}
+
+std::optional<util::Duration> History::estimate(const std::vector<std::string>& variants) const {
+  util::Duration sum{0};
+  long known = 0;
+  for (const auto& name : variants) {
+    if (auto it = durations.find(name); it != durations.end()) {
+      sum += it->second;
+      ++known;
+    }
+  }
+  if (known == 0) {
+    return std::nullopt;
+  }
+  return sum + sum / known * (static_cast<long>(variants.size()) - known);
+}
+
+util::Duration History::mean() const {
+  util::Duration sum{0};
+  for (const auto& [name, d] : durations) {
+    sum += d;
+  }
+  return durations.empty() ? sum : sum / static_cast<long>(durations.size());
+}
+
+util::Duration History::longest() const {
+  util::Duration out{0};
+  for (const auto& [name, d] : durations) {
+    out = std::max(out, d);
+  }
+  return out;
 }
 
 util::Duration Plan::makespan() const {
@@ -335,6 +400,9 @@ std::string format_plan(const Plan& plan) {
     out += fmt::format(" on {} hosts ({} on one)", plan.schedule.size(), util::format_duration(plan.total()));
   }
   out += " (every wait to its timeout, streams as slow as 2 tok/s); a healthy sweep is much faster\n";
+  if (plan.history) {
+    out += history_line(plan, *plan.history);
+  }
   return out;
 }
 
@@ -451,6 +519,16 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     if (b.kind == BenchmarkKind::concurrency || b.kind == BenchmarkKind::rate) {
       j["repeats"] = b.repeats;
     }
+    if (!b.slo.empty()) {
+      // The bounds in the order written; the report shows them beside the goodput.
+      j["slo"] = nlohmann::ordered_json::object();
+      for (const auto& [metric, bound] : b.slo) {
+        j["slo"][metric] = bound;
+      }
+    }
+    if (b.bisect > 0) {
+      j["bisect"] = b.bisect;
+    }
     if (b.kind != BenchmarkKind::command) {
       j["unique_prompts"] = b.unique_prompts;
     }
@@ -478,6 +556,13 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     out["schedule"][h.host] = names;
   }
   out["estimate_s"] = seconds(plan.makespan());
+  if (plan.history) {
+    auto names = variant_names(plan);
+    auto estimate = plan.history->estimate(names);
+    out["history"] = {{"dir", plan.history->dir},
+                      {"measured", measured_count(plan, *plan.history)},
+                      {"estimate_s", estimate ? nlohmann::ordered_json(seconds(*estimate)) : nlohmann::ordered_json()}};
+  }
   return out;
 }
 

@@ -20,7 +20,28 @@ const util::YamlField* find(const Layer& layer, const std::string& key) {
   return &it->second.value;
 }
 
-std::string format_range(const server::KnobDef& def) {
+bool in_range(const server::KnobDef& def, double value, const util::YamlField& field) {
+  if ((def.min && value < *def.min) || (def.max && value > *def.max)) {
+    field.error(fmt::format("{} is out of range for knob \"{}\" ({})", value, def.name, knob_limits(def)));
+    return false;
+  }
+  return true;
+}
+
+// Whether a variant on `host` runs in GPU slots: the host has them, or a member of its pool does.
+bool sliced(const HostSpec& host, const std::map<std::string, HostSpec>& hosts) {
+  if (!host.slots.empty()) {
+    return true;
+  }
+  return std::any_of(host.members.begin(), host.members.end(), [&](const std::string& member) {
+    auto it = hosts.find(member);
+    return it != hosts.end() && !it->second.slots.empty();
+  });
+}
+
+} // namespace
+
+std::string knob_limits(const server::KnobDef& def) {
   auto number = [](double v) { return fmt::format("{}", v); };
   if (def.min && def.max) {
     return fmt::format("{}..{}", number(*def.min), number(*def.max));
@@ -29,14 +50,6 @@ std::string format_range(const server::KnobDef& def) {
     return fmt::format(">= {}", number(*def.min));
   }
   return fmt::format("<= {}", number(*def.max));
-}
-
-bool in_range(const server::KnobDef& def, double value, const util::YamlField& field) {
-  if ((def.min && value < *def.min) || (def.max && value > *def.max)) {
-    field.error(fmt::format("{} is out of range for knob \"{}\" ({})", value, def.name, format_range(def)));
-    return false;
-  }
-  return true;
 }
 
 std::shared_ptr<const server::ServerTemplate> find_template(const util::YamlField& field, const ResolveContext& ctx) {
@@ -52,19 +65,6 @@ std::shared_ptr<const server::ServerTemplate> find_template(const util::YamlFiel
   ctx.template_cache->emplace(*name, tmpl);
   return tmpl;
 }
-
-// Whether a variant on `host` runs in GPU slots: the host has them, or a member of its pool does.
-bool sliced(const HostSpec& host, const std::map<std::string, HostSpec>& hosts) {
-  if (!host.slots.empty()) {
-    return true;
-  }
-  return std::any_of(host.members.begin(), host.members.end(), [&](const std::string& member) {
-    auto it = hosts.find(member);
-    return it != hosts.end() && !it->second.slots.empty();
-  });
-}
-
-} // namespace
 
 std::optional<nlohmann::json> type_knob(const server::KnobDef& def, const util::YamlField& value) {
   switch (def.type) {

@@ -16,7 +16,8 @@ namespace {
 using detail::Layer;
 using detail::LayerEntry;
 
-const std::vector<std::string> k_tune_keys = {"space", "load", "slo", "objective", "budget", "noise", "speculation"};
+const std::vector<std::string> k_tune_keys = {"space", "load",  "slo",         "objective",
+                                              "budget", "noise", "speculation", "parallel"};
 const std::vector<std::string> k_dimension_keys = {"values", "range", "start", "where"};
 const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s"};
 // A range is searched, not swept, but its values are still each a variant.
@@ -34,11 +35,13 @@ struct ParsedDimension {
   util::Location key_at;
   // The start value's field, to point at when it is not one of the values.
   std::optional<util::YamlField> start_field;
+  // A range's field, to point at when it goes past the knob's limits.
+  std::optional<util::YamlField> range_field;
 };
 
 std::optional<ParsedDimension> parse_dimension(const std::string& knob, const util::Location& key_at,
                                                const util::YamlField& value) {
-  ParsedDimension out{tune::Dimension{knob, {}, false, "", "", {}}, key_at, std::nullopt};
+  ParsedDimension out{tune::Dimension{knob, {}, false, "", "", {}}, key_at, std::nullopt, std::nullopt};
   auto add_values = [&](const util::YamlField& list) {
     if (!list.expect_list()) {
       return;
@@ -98,6 +101,7 @@ std::optional<ParsedDimension> parse_dimension(const std::string& knob, const ut
       out.dimension.values.push_back(std::to_string(v));
     }
     out.dimension.ordered = true;
+    out.range_field = range;
   }
   if (auto start = value["start"]; start.present() && start.expect_scalar()) {
     out.dimension.start = scalar_text(start);
@@ -179,6 +183,39 @@ std::vector<ParsedDimension> parse_space(const util::YamlField& space, const Lay
   return out;
 }
 
+// A range checked against its knob in the template as a whole: one past the knob's limits
+// would otherwise be refused once for each value beyond them, by each variant's resolve.
+void check_ranges(const std::vector<ParsedDimension>& parsed, const Layer& defaults, const detail::ResolveContext& ctx) {
+  auto named = defaults.find("template");
+  if (named == defaults.end() || !named->second.value.present()) {
+    return;
+  }
+  auto tmpl = detail::find_template(named->second.value, ctx);
+  if (!tmpl) {
+    return;
+  }
+  for (const auto& p : parsed) {
+    const auto* def = tmpl->find_knob(p.dimension.knob);
+    // An unknown knob is reported by the resolve, once: every variant says the same.
+    if (!p.range_field || def == nullptr || p.dimension.values.empty()) {
+      continue;
+    }
+    const auto& values = p.dimension.values;
+    if (def->type != server::KnobType::integer && def->type != server::KnobType::number) {
+      p.range_field->error(fmt::format("knob \"{}\" of template \"{}\" is not a number: a range is for integer knobs; "
+                                       "list its values instead",
+                                       def->name, tmpl->name));
+      continue;
+    }
+    const double first = std::stod(values.front());
+    const double last = std::stod(values.back());
+    if ((def->min && first < *def->min) || (def->max && last > *def->max)) {
+      p.range_field->error(fmt::format("the range [{}, {}] goes past the limits of knob \"{}\" in template \"{}\" ({})",
+                                       values.front(), values.back(), def->name, tmpl->name, detail::knob_limits(*def)));
+    }
+  }
+}
+
 // `load:` names the concurrency or rate benchmark whose levels are the load points,
 // or is one: {concurrency: [...]} or {rates: [...]} with any settings of a benchmark.
 std::string resolve_load(const util::YamlField& load, const util::YamlField& tune, Experiment& experiment,
@@ -245,35 +282,6 @@ std::string resolve_load(const util::YamlField& load, const util::YamlField& tun
   return std::string(k_name);
 }
 
-void parse_slo(const util::YamlField& slo, const BenchmarkSpec* load, TuneSpec& spec) {
-  if (!slo.present() || !slo.expect_map()) {
-    return;
-  }
-  slo.check_duplicates();
-  std::vector<std::string> bounds;
-  if (load != nullptr) {
-    for (const auto& metric : metrics_of(*load)) {
-      if (metric.ends_with("_ms")) {
-        bounds.push_back(metric);
-      }
-    }
-  }
-  for (const auto& [metric, key_at, value] : slo.entries()) {
-    if (load != nullptr && std::find(bounds.begin(), bounds.end(), metric) == bounds.end()) {
-      slo.diagnostics().error(key_at, fmt::format("{}: \"{}\" is not a latency of the load{}; it has {}", slo.path(), metric,
-                                                  util::did_you_mean(metric, bounds), util::join(bounds, ", ")));
-      continue;
-    }
-    if (auto bound = value.as_number()) {
-      if (!(*bound > 0)) {
-        value.error("an SLO bound is a positive number of milliseconds");
-        continue;
-      }
-      spec.slo.emplace_back(metric, *bound);
-    }
-  }
-}
-
 void parse_budget(const util::YamlField& budget, TuneSpec& spec) {
   if (!budget.present() || !budget.expect_map()) {
     return;
@@ -298,6 +306,27 @@ std::string TuneSpec::trial_of(const tune::Config& config) const {
   return it == trials.end() ? "" : it->second;
 }
 
+int parallel_trials(const Experiment& experiment) {
+  if (!experiment.tune) {
+    return 1;
+  }
+  if (experiment.tune->parallel) {
+    return *experiment.tune->parallel;
+  }
+  // Every trial runs where the server's host says; the first stands for all.
+  if (experiment.variants.empty()) {
+    return 1;
+  }
+  int width = 0;
+  for (const auto& node : hosts_for(experiment, experiment.variants.front())) {
+    const auto* machine = machine_of(experiment, node);
+    // A Slurm cluster without max_jobs could take the whole grid at once; trials past
+    // the first are guesses at what the search will ask, so only as many as asked.
+    width += machine != nullptr && machine->kind == HostKind::slurm ? std::max(1, machine->slurm.max_jobs) : 1;
+  }
+  return std::max(1, width);
+}
+
 namespace detail {
 
 void parse_tune(const util::YamlField& top, const Layer& defaults, const ResolveContext& ctx,
@@ -316,13 +345,16 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
   spec.where = field.location();
   auto parsed = parse_space(field["space"], defaults);
   spec.load = resolve_load(field["load"], field, experiment, experiment_dir);
-  parse_slo(field["slo"], spec.load.empty() ? nullptr : experiment.find_benchmark(spec.load), spec);
+  spec.slo = detail::parse_slo(field["slo"], spec.load.empty() ? nullptr : experiment.find_benchmark(spec.load));
   if (auto objective = field["objective"]; objective.present()) {
     if (auto name = objective.as_choice(k_objectives)) {
       spec.objective = *name == "per_user_tok_s" ? TuneObjective::per_user_tok_s : TuneObjective::output_tok_s;
     }
   }
   parse_budget(field["budget"], spec);
+  if (auto parallel = field["parallel"]; parallel.present()) {
+    spec.parallel = parallel.as_int(1, 64).transform([](std::int64_t n) { return static_cast<int>(n); });
+  }
   if (auto noise = field["noise"]; noise.present()) {
     spec.noise_pct = noise.as_percent().value_or(spec.noise_pct);
     if (spec.noise_pct >= 100) {
@@ -332,6 +364,7 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
   for (const auto& p : parsed) {
     spec.dimensions.push_back(p.dimension);
   }
+  check_ranges(parsed, defaults, ctx);
   if (auto speculation = field["speculation"]; speculation.present()) {
     spec.speculation = speculation.as_string();
     bool known = std::any_of(parsed.begin(), parsed.end(), [&](const auto& p) { return p.dimension.knob == spec.speculation; });

@@ -35,6 +35,30 @@ int trials_asked(const tune::Space& space, const tune::Options& options,
   return static_cast<int>(measured.size());
 }
 
+std::string whole_seconds(util::Duration d) {
+  return util::format_duration(std::chrono::round<std::chrono::seconds>(d));
+}
+
+// The time from the trials measured before, or that there are none and the bound stands.
+std::string history_line(const TunePlan& tp, const TuneSpec& spec, const std::string& dir) {
+  if (tp.measured == 0) {
+    return fmt::format("from history: none (no earlier run in {} recorded a trial's duration); the bound above "
+                       "stands\n",
+                       dir);
+  }
+  // Capped at the time budget plus one trial: say so rather than print a product that does not add up.
+  auto cap = [&](util::Duration d, util::Duration uncapped) {
+    return d < uncapped && spec.max_time ? fmt::format("{} (the time budget and one trial)", whole_seconds(d))
+                                         : whole_seconds(d);
+  };
+  return fmt::format("from history ({} configuration{} measured before in {}: {} on average, {} the longest): about "
+                     "{} for {:.1f} trials, at most {} for {}\n",
+                     tp.measured, tp.measured == 1 ? "" : "s", dir, whole_seconds(tp.measured_mean),
+                     whole_seconds(tp.measured_longest),
+                     cap(tp.expected_time, std::chrono::round<util::Duration>(tp.measured_mean * tp.expected)),
+                     tp.expected, cap(tp.worst_time, tp.measured_longest * tp.worst), tp.worst);
+}
+
 } // namespace
 
 TunePlan make_tune_plan(const Plan& plan) {
@@ -76,6 +100,36 @@ TunePlan make_tune_plan(const Plan& plan) {
   if (spec.max_time) {
     out.bound = std::min(out.bound, *spec.max_time + out.per_trial);
   }
+  if (plan.history && !plan.history->durations.empty()) {
+    const auto& history = *plan.history;
+    out.measured = static_cast<int>(history.durations.size());
+    out.measured_mean = history.mean();
+    out.measured_longest = history.longest();
+    out.expected_time = std::chrono::round<util::Duration>(out.measured_mean * out.expected);
+    out.worst_time = out.measured_longest * out.worst;
+    // The search stops once the trials' durations reach the time budget: one trial may pass it.
+    if (spec.max_time) {
+      out.expected_time = std::min(out.expected_time, *spec.max_time + out.measured_mean);
+      out.worst_time = std::min(out.worst_time, *spec.max_time + out.measured_longest);
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json tune_plan_to_json(const TunePlan& tp) {
+  auto seconds = [](util::Duration d) { return std::chrono::duration<double>(d).count(); };
+  nlohmann::ordered_json out = {{"grid", tp.grid},
+                                {"fewest", tp.fewest},
+                                {"expected", tp.expected},
+                                {"worst", tp.worst},
+                                {"per_trial_s", seconds(tp.per_trial)},
+                                {"bound_s", seconds(tp.bound)}};
+  out["history"] = tp.measured == 0 ? nlohmann::ordered_json()
+                                    : nlohmann::ordered_json{{"measured", tp.measured},
+                                                             {"mean_s", seconds(tp.measured_mean)},
+                                                             {"longest_s", seconds(tp.measured_longest)},
+                                                             {"expected_s", seconds(tp.expected_time)},
+                                                             {"worst_s", seconds(tp.worst_time)}};
   return out;
 }
 
@@ -111,6 +165,9 @@ std::string format_tune_plan(const Plan& plan) {
   out += fmt::format("estimate: at most {} per trial, {} for the tuning{}\n", util::format_duration(tp.per_trial),
                      util::format_duration(tp.bound),
                      spec.max_time ? fmt::format(" (time budget {})", util::format_duration(*spec.max_time)) : "");
+  if (plan.history) {
+    out += history_line(tp, spec, plan.history->dir);
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "cells.hpp"
 
+#include <specctl/util/text.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -298,6 +300,32 @@ std::string tok_s_cell(const SingleStreamRow& row) {
 }
 
 std::string tok_s_cell(const LevelFigures& level) { return spread_text(level.tok_s) + failed_text(level.counts); }
+
+std::string slo_text(const Slo& slo) {
+  std::vector<std::string> bounds;
+  for (const auto& [metric, bound] : slo) {
+    bounds.push_back(fmt::format("{} ≤ {:g}", metric, bound));
+  }
+  return util::join(bounds, ", ");
+}
+
+std::string goodput_cell(const LevelFigures& level) {
+  if (!level.goodput_rps) {
+    return "-";
+  }
+  return fixed(level.goodput_rps, 2) + (level.slo_met == false ? " (missed)" : "");
+}
+
+std::string search_text(const SloSearchFigures& search) {
+  if (!search.max_rate) {
+    return search.missed_at ? fmt::format("no rate met the SLO (missed at {:g} req/s)", *search.missed_at)
+                            : std::string("no rate was judged against the SLO");
+  }
+  if (!search.missed_at) {
+    return fmt::format("highest rate meeting the SLO: at least {:g} req/s (none measured missed)", *search.max_rate);
+  }
+  return fmt::format("highest rate meeting the SLO: {:g} req/s (missed at {:g})", *search.max_rate, *search.missed_at);
+}
 
 std::string metric_cell(std::optional<double> value) { return value ? fmt::format("{:.4g}", *value) : "-"; }
 

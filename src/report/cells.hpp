@@ -45,6 +45,13 @@ std::string percent(std::optional<double> value);
 std::string tok_s_cell(const SingleStreamRow& row);
 // A level's tok/s: "600.0 ± 2.0 (2 of 48 failed)".
 std::string tok_s_cell(const LevelFigures& level);
+// A benchmark's SLO: "ttft_p99_ms ≤ 2000, e2e_p99_ms ≤ 1500".
+std::string slo_text(const Slo& slo);
+// A level's goodput: "1.93" when it met the SLO, "0.41 (missed)" when not, "-" without one.
+std::string goodput_cell(const LevelFigures& level);
+// "highest rate meeting the SLO: 3.5 req/s (missed at 4.25)", "... at least 4 req/s
+// (none measured missed)", "no rate met the SLO (missed at 1 req/s)".
+std::string search_text(const SloSearchFigures& search);
 // A command benchmark's metric: "0.4312", or "-".
 std::string metric_cell(std::optional<double> value);
 

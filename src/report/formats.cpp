@@ -170,9 +170,10 @@ std::string to_csv(const Report& r) {
         put_spread(tok, f.tok_s);
         put_judgement(tok, f.speedup, f.verdict, f.why, f.counts);
         out += csv_line(tok);
-        for (auto [metric, value] : {std::pair{"ttft_p50_ms", f.ttft_p50_ms}, std::pair{"ttft_p99_ms", f.ttft_p99_ms},
-                                     std::pair{"tpot_p50_ms", f.tpot_p50_ms}, std::pair{"tpot_p99_ms", f.tpot_p99_ms},
-                                     std::pair{"accept_length", f.accept_length}}) {
+        for (auto [metric, value] :
+             {std::pair{"ttft_p50_ms", f.ttft_p50_ms}, std::pair{"ttft_p99_ms", f.ttft_p99_ms},
+              std::pair{"tpot_p50_ms", f.tpot_p50_ms}, std::pair{"tpot_p99_ms", f.tpot_p99_ms},
+              std::pair{"accept_length", f.accept_length}, std::pair{"goodput_rps", f.goodput_rps}}) {
           if (value) {
             CsvRow c = base;
             c.metric = metric;
@@ -293,6 +294,10 @@ std::string to_json(const Report& r) {
                           {"tpot_p99_ms", optional_number(f.tpot_p99_ms)},
                           {"accept_length", optional_number(f.accept_length)},
                           {"sources", sources_json(f.sources)}});
+        if (!t.slo.empty()) {
+          levels.back()["goodput_rps"] = optional_number(f.goodput_rps);
+          levels.back()["slo_met"] = f.slo_met ? ojson(*f.slo_met) : ojson(nullptr);
+        }
       }
       ojson runs = ojson::array();
       for (const auto& run : row.crossover.runs) {
@@ -306,6 +311,12 @@ std::string to_json(const Report& r) {
                        {{"text", detail::crossover_text(t, row.crossover)},
                         {"runs", runs},
                         {"estimate", optional_number(row.crossover.estimate)}}}});
+      if (row.search) {
+        rows.back()["slo_search"] = {{"max_rate", optional_number(row.search->max_rate)},
+                                     {"missed_at", optional_number(row.search->missed_at)},
+                                     {"steps", row.search->steps},
+                                     {"why", row.search->why}};
+      }
     }
     out["levels"].push_back({{"benchmark", t.benchmark},
                              {"spec", t.spec},
@@ -314,6 +325,12 @@ std::string to_json(const Report& r) {
                              {"repeats", t.repeats},
                              {"sources", detail::sources_text(t)},
                              {"rows", rows}});
+    if (!t.slo.empty()) {
+      out["levels"].back()["slo"] = ojson::object();
+      for (const auto& [metric, bound] : t.slo) {
+        out["levels"].back()["slo"][metric] = bound;
+      }
+    }
   }
   out["commands"] = ojson::array();
   for (const auto& t : r.commands) {

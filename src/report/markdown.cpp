@@ -101,6 +101,18 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
                     [&](const LevelFigures& f) { return pair(f.ttft_p50_ms, f.ttft_p99_ms, 1); });
   out += level_grid(t, "TPOT p50 / p99 ms",
                     [&](const LevelFigures& f) { return pair(f.tpot_p50_ms, f.tpot_p99_ms, 2); });
+  if (!t.slo.empty()) {
+    out +=
+        level_grid(t, fmt::format("Goodput req/s: requests meeting the SLO ({}) per second", detail::slo_text(t.slo)),
+                   [](const LevelFigures& f) { return detail::goodput_cell(f); });
+    std::string searches;
+    for (const auto& row : t.rows) {
+      if (row.search) {
+        searches += fmt::format("- {}: {}\n", row.variant, detail::search_text(*row.search));
+      }
+    }
+    out += searches.empty() ? "" : searches + "\n";
+  }
   bool any_accept = false;
   for (const auto& row : t.rows) {
     for (const auto& f : row.levels) {

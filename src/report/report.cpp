@@ -50,12 +50,14 @@ struct BenchmarkInfo {
   std::string spec;
   std::vector<double> levels;
   int repeats = 1;
+  Slo slo;
+  int bisect = 0;
 };
 
 std::vector<BenchmarkInfo> benchmarks_of(const RunData& data) {
   std::vector<BenchmarkInfo> out;
   for (const auto& b : array_at(data.experiment, {"benchmarks"})) {
-    BenchmarkInfo info{text(dig(b, {"name"})), text(dig(b, {"kind"})), text(dig(b, {"description"})), {}};
+    BenchmarkInfo info{text(dig(b, {"name"})), text(dig(b, {"kind"})), text(dig(b, {"description"})), {}, 1, {}, 0};
     for (const auto& key : {"levels", "rates"}) {
       for (const auto& level : array_at(b, {key})) {
         if (auto v = number(level)) {
@@ -64,6 +66,14 @@ std::vector<BenchmarkInfo> benchmarks_of(const RunData& data) {
       }
     }
     info.repeats = static_cast<int>(number(dig(b, {"repeats"})).value_or(1));
+    if (const auto& slo = dig(b, {"slo"}); slo.is_object()) {
+      for (const auto& [metric, bound] : slo.items()) {
+        if (auto v = number(bound)) {
+          info.slo.emplace_back(metric, *v);
+        }
+      }
+    }
+    info.bisect = static_cast<int>(number(dig(b, {"bisect"})).value_or(0));
     for (const auto& [variant, result] : data.results) {
       if (info.kind.empty()) {
         info.kind = text(dig(result, {"benchmarks", info.name, "kind"}));
@@ -203,12 +213,16 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
   table.spec = info.spec;
   table.rate = info.kind == "rate";
   table.repeats = info.repeats;
+  table.slo = info.slo;
+  table.bisect = info.bisect;
   const char* key = table.rate ? "rate" : "concurrency";
+  // The rates an SLO search bisected are each variant's own, not columns to compare.
+  const auto searched = [](const json& level) { return dig(level, {"search"}) == true; };
   std::set<double> levels(info.levels.begin(), info.levels.end());
   for (const auto& name : variants) {
     if (const json* b = detail::benchmark_entry(data, name, info.name)) {
       for (const auto& level : array_at(*b, {"levels"})) {
-        if (auto v = number(dig(level, {key}))) {
+        if (auto v = number(dig(level, {key})); v && !searched(level)) {
           levels.insert(*v);
         }
       }
@@ -226,7 +240,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
     // Every measurement of a level (one per repeat), in the order they ran.
     std::vector<std::vector<const json*>> samples(table.levels.size());
     for (const auto& level : array_at(*b, {"levels"})) {
-      auto v = number(dig(level, {key}));
+      auto v = searched(level) ? std::nullopt : number(dig(level, {key}));
       auto at = v ? std::find(table.levels.begin(), table.levels.end(), *v) : table.levels.end();
       if (at != table.levels.end()) {
         samples[static_cast<std::size_t>(at - table.levels.begin())].push_back(&level);
@@ -238,9 +252,15 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
       std::vector<double> tok_s;
       std::map<std::string, std::vector<double>> latency;
       std::vector<double> accept;
+      std::vector<double> goodput;
+      std::vector<const json*> metrics;
       for (const json* level : samples[i]) {
         const auto& m = dig(*level, {"metrics"});
         const auto& r = dig(*level, {"result"});
+        metrics.push_back(&m);
+        if (auto v = number(dig(m, {"goodput_rps"}))) {
+          goodput.push_back(*v);
+        }
         f.counts += counts_of(*level);
         if (auto v = number(dig(m, {"output_tok_s"}))) {
           tok_s.push_back(*v);
@@ -271,6 +291,13 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
       if (!accept.empty()) {
         f.accept_length = bench::mean(accept);
       }
+      if (!goodput.empty()) {
+        f.goodput_rps = bench::mean(goodput);
+      }
+      if (!table.slo.empty() && !metrics.empty()) {
+        // The runner's rule, on the mean over the repeats, as its SLO search judges a rate.
+        f.slo_met = slo_missed(metrics, table.slo, max_failed_pct).empty();
+      }
       total += f.counts;
     }
     out.refusal = unjudgeable(*b, total, max_failed_pct);
@@ -292,7 +319,13 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
     }
   }
   for (const auto& name : variants) {
-    LevelsRow row{name, sets[name].levels, {}};
+    LevelsRow row{name, sets[name].levels, {}, std::nullopt};
+    if (const json* b = detail::benchmark_entry(data, name, info.name)) {
+      if (const auto& found = dig(*b, {"slo_search"}); found.is_object()) {
+        row.search = SloSearchFigures{number(dig(found, {"max_rate"})), number(dig(found, {"missed_at"})),
+                                      static_cast<int>(array_at(found, {"steps"}).size()), text(dig(found, {"why"}))};
+      }
+    }
     const std::string& refusal = sets[name].refusal;
     for (std::size_t i = 0; i < row.levels.size(); ++i) {
       auto& f = row.levels[i];

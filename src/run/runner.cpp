@@ -3,6 +3,7 @@
 #include "run_context.hpp"
 
 #include <specctl/experiment/plan.hpp>
+#include <specctl/report/history.hpp>
 #include <specctl/report/report.hpp>
 #include <specctl/report/result_writer.hpp>
 #include <specctl/run/journal.hpp>
@@ -232,54 +233,6 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
   return json::parse(kept.dump());
 }
 
-// From the durations earlier runs recorded for these variants; nullopt when none did.
-std::optional<std::chrono::seconds> estimate_from_history(const std::string& experiment,
-                                                          const std::filesystem::path& history,
-                                                          const std::filesystem::path& current,
-                                                          const std::vector<std::string>& variants) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(history, ec)) {
-    return std::nullopt;
-  }
-  std::vector<std::filesystem::path> runs;
-  for (const auto& entry : std::filesystem::directory_iterator(history, ec)) {
-    if (!entry.is_directory() || entry.path() == current) {
-      continue;
-    }
-    // Only runs of the same experiment: a sibling folder may hold anything.
-    std::ifstream in(report::ResultPaths{entry.path()}.run_info());
-    auto info = in ? json::parse(in, nullptr, false) : json();
-    if (info.is_object() && info.value("experiment", "") == experiment) {
-      runs.push_back(entry.path());
-    }
-  }
-  // Newest first: folder names are timestamps.
-  std::sort(runs.rbegin(), runs.rend());
-  std::map<std::string, double> known;
-  for (const auto& run : runs) {
-    report::ResultPaths paths{run};
-    for (const auto& name : variants) {
-      if (known.contains(name)) {
-        continue;
-      }
-      if (auto result = report::read_result(paths, name); result && result->value("status", "") == "ok" &&
-                                                  result->contains("duration_s") && (*result)["duration_s"].is_number()) {
-        known[name] = (*result)["duration_s"].get<double>();
-      }
-    }
-  }
-  if (known.empty()) {
-    return std::nullopt;
-  }
-  double sum = 0;
-  for (const auto& [name, seconds] : known) {
-    sum += seconds;
-  }
-  double mean = sum / static_cast<double>(known.size());
-  double total = sum + mean * static_cast<double>(variants.size() - std::min(variants.size(), known.size()));
-  return std::chrono::seconds{static_cast<long>(std::ceil(total))};
-}
-
 // What the run will do, in a few lines for its header.
 std::vector<std::string> plan_lines(const experiment::Experiment& experiment, const experiment::Plan& plan,
                                     const std::vector<const experiment::PlannedVariant*>& selected) {
@@ -435,7 +388,11 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
 
   std::optional<std::chrono::seconds> estimate;
   if (options.history_dir) {
-    estimate = estimate_from_history(experiment.name, *options.history_dir, options.out_dir, outcome.variants);
+    if (auto from_history =
+            report::read_history(experiment.name, *options.history_dir, outcome.variants, options.out_dir)
+                .estimate(outcome.variants)) {
+      estimate = std::chrono::ceil<std::chrono::seconds>(*from_history);
+    }
   }
   display.run_started(RunHeader{experiment.name, static_cast<int>(selected.size()), options.out_dir.string(), estimate,
                                 outcome.variants, plan_lines(experiment, plan, selected)});

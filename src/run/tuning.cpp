@@ -103,14 +103,11 @@ void adopt(const Reusable& source, const std::string& name, const report::Result
   }
 }
 
-// One run over the trials complete so far (kept as they are) and `launch` when given;
-// a failed trial is not run again.
+// One run over the trials complete so far (kept as they are) and those to `launch`,
+// side by side where the host has room; a failed trial is not run again.
 RunOutcome run_trials(const experiment::Experiment& experiment, RunOptions run, const std::vector<Trial>& trials,
-                      const std::string& launch, bool started, Display& display) {
-  std::vector<std::string> names;
-  if (!launch.empty()) {
-    names.push_back(launch);
-  }
+                      const std::vector<std::string>& launch, bool started, Display& display) {
+  std::vector<std::string> names = launch;
   for (const auto& t : trials) {
     if (t.status == "ok") {
       names.push_back(t.variant);
@@ -120,6 +117,26 @@ RunOutcome run_trials(const experiment::Experiment& experiment, RunOptions run, 
   run.resume = started;
   run.keep_complete = true;
   return run_experiment(experiment, run, display);
+}
+
+// The trials to launch together, `first` (what the search asks now) first: with room
+// for more, each next one is what the search would ask if all before it lost (missed
+// the SLO), so the machines never idle while the search waits. One that the search
+// then does not ask for was still a model load: the caller counts it in the budget.
+// A configuration an earlier run measured is left for the next round to copy in.
+std::vector<tune::Config> next_batch(const tune::Space& space, tune::Measured hypothesis, const tune::Options& search,
+                                     const tune::Config& first,
+                                     const std::map<tune::Config, Reusable>& reusable, int width) {
+  std::vector<tune::Config> batch{first};
+  while (static_cast<int>(batch.size()) < width) {
+    hypothesis[batch.back()] = std::vector<tune::Figure>(search.points, tune::Figure{0, 0, false});
+    auto step = tune::next_step(space, hypothesis, search);
+    if (!step.launch || reusable.contains(*step.launch)) {
+      break;
+    }
+    batch.push_back(*step.launch);
+  }
+  return batch;
 }
 
 void write_answer(const experiment::Experiment& experiment, const TuneAnswer& answer, const std::filesystem::path& dir,
@@ -172,11 +189,12 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   const auto search = search_options(experiment);
   auto reusable = find_reusable(experiment, options.from, options.run.render);
 
-  // Each round launches or copies in one trial; the budget bounds the rounds.
+  // Each round launches trials or copies one in; the budget bounds the rounds.
+  const int width = experiment::parallel_trials(experiment);
   bool adopted_since_run = false;
   std::string why;
   std::vector<Trial> trials;
-  for (int round = 0; round <= spec.max_loads + 1; ++round) {
+  for (int round = 0; round <= 2 * spec.max_loads + 1; ++round) {
     trials = read_trials(experiment, paths);
     if (round == 0) {
       out.kept = static_cast<int>(trials.size());
@@ -201,8 +219,8 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
       why = step.why;
       break;
     }
-    const std::string name = spec.trial_of(*step.launch);
     if (auto reuse = reusable.find(*step.launch); reuse != reusable.end()) {
+      const std::string name = spec.trial_of(*step.launch);
       adopt(reuse->second, name, paths);
       ++out.reused;
       adopted_since_run = true;
@@ -213,12 +231,25 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
       why = fmt::format("the time budget of {} is spent", util::format_duration(*spec.max_time));
       break;
     }
-    display.message(name, Severity::info,
-                    fmt::format("trial {} of at most {}: {}", step.asked.size(), spec.max_loads, tune::describe(*step.launch)));
-    auto outcome = run_trials(experiment, options.run, trials, name, started, display);
+    // Every trial in the folder was a model load, whether the search still asks for it or not.
+    if (static_cast<int>(trials.size()) >= spec.max_loads) {
+      why = fmt::format("the budget of {} launches is spent", spec.max_loads);
+      break;
+    }
+    auto batch = next_batch(space, measured, search, *step.launch, reusable,
+                            std::min(width, spec.max_loads - static_cast<int>(trials.size())));
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      names.push_back(spec.trial_of(batch[k]));
+      display.message(names.back(), Severity::info,
+                      fmt::format("trial {} of at most {}: {}{}", trials.size() + k + 1, spec.max_loads,
+                                  tune::describe(batch[k]),
+                                  k > 0 ? " (beside the one before: what the search asks next if that one loses)" : ""));
+    }
+    auto outcome = run_trials(experiment, options.run, trials, names, started, display);
     started = true;
     adopted_since_run = false;
-    ++out.launched;
+    out.launched += static_cast<int>(names.size());
     if (outcome.interrupted) {
       out.interrupted = true;
       return out;
@@ -227,10 +258,12 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
       out.write_error = outcome.write_error;
       return out;
     }
-    auto result = report::read_result(paths, name);
-    if (!result || !read_trial(*result, experiment, *step.launch)) {
-      throw Error(fmt::format("{}: trial {} left no result to go on from; continue with specctl tune {} --resume {}",
-                              out.dir.string(), name, experiment.file, out.dir.string()));
+    for (std::size_t k = 0; k < batch.size(); ++k) {
+      auto result = report::read_result(paths, names[k]);
+      if (!result || !read_trial(*result, experiment, batch[k])) {
+        throw Error(fmt::format("{}: trial {} left no result to go on from; continue with specctl tune {} --resume {}",
+                                out.dir.string(), names[k], experiment.file, out.dir.string()));
+      }
     }
   }
   if (why.empty()) {
@@ -238,7 +271,7 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   }
   if (!started || adopted_since_run) {
     // Trials copied in since the last launch join the run's files and report.
-    auto outcome = run_trials(experiment, options.run, trials, "", started, display);
+    auto outcome = run_trials(experiment, options.run, trials, {}, started, display);
     if (outcome.write_error) {
       out.write_error = outcome.write_error;
       return out;

@@ -1,10 +1,10 @@
+#include "bench_tally.hpp"
 #include "variant_run.hpp"
 
 #include <specctl/bench/calibration.hpp>
 #include <specctl/bench/prompts.hpp>
 #include <specctl/bench/report.hpp>
 #include <specctl/bench/vllm_json.hpp>
-#include <specctl/experiment/workload_spec.hpp>
 #include <specctl/http/get.hpp>
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/remote/local_host.hpp>
@@ -75,6 +75,8 @@ bench::PromptSource prompt_source(const experiment::PromptSpec& spec, const std:
   return source;
 }
 
+} // namespace
+
 void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std::string& out) {
   for (const auto& record : level.records) {
     out += bench::request_to_json(record, phase).dump(-1, ' ', false, json::error_handler_t::replace);
@@ -82,74 +84,61 @@ void requests_jsonl(const bench::LevelResult& level, std::string_view phase, std
   }
 }
 
-// Sums over a benchmark's levels of what its requests say about the figures:
-// prompt tokens served from the prefix cache, and drafts accepted on repeats.
-struct Honesty {
-  std::int64_t prompt_tokens = -1;
-  std::int64_t cached_tokens = -1;
-  // Without their chunks: the acceptance check needs only the server's counts.
-  std::vector<bench::RequestRecord> records;
-  bool shared_on_purpose = false;
+void Honesty::workload(const std::vector<bench::WorkloadRequest>& requests) {
+  shared_on_purpose =
+      std::any_of(requests.begin(), requests.end(), [](const bench::WorkloadRequest& r) { return r.shared_bytes > 0; });
+}
 
-  void workload(const std::vector<bench::WorkloadRequest>& requests) {
-    shared_on_purpose = std::any_of(requests.begin(), requests.end(),
-                                    [](const bench::WorkloadRequest& r) { return r.shared_bytes > 0; });
+void Honesty::add(bench::LevelResult& level) {
+  const auto sum = [](std::int64_t& total, std::int64_t value) {
+    if (value >= 0) {
+      total = std::max<std::int64_t>(total, 0) + value;
+    }
+  };
+  sum(prompt_tokens, level.prompt_tokens);
+  sum(cached_tokens, level.cached_prompt_tokens);
+  for (auto& record : level.records) {
+    record.chunks = {};
+    records.push_back(std::move(record));
   }
+  level.records.clear();
+}
 
-  // Takes the level's records (its results are written by then).
-  void add(bench::LevelResult& level) {
-    const auto sum = [](std::int64_t& total, std::int64_t value) {
-      if (value >= 0) {
-        total = std::max<std::int64_t>(total, 0) + value;
-      }
-    };
-    sum(prompt_tokens, level.prompt_tokens);
-    sum(cached_tokens, level.cached_prompt_tokens);
-    for (auto& record : level.records) {
-      record.chunks = {};
-      records.push_back(std::move(record));
+ordered Honesty::lengths() const {
+  std::vector<int> input;
+  std::vector<int> output;
+  for (const auto& record : records) {
+    if (!record.ok()) {
+      continue;
     }
-    level.records.clear();
+    if (record.prompt_tokens >= 0) {
+      input.push_back(record.prompt_tokens);
+    }
+    output.push_back(record.output_tokens);
   }
+  ordered out = ordered::object();
+  const auto put = [&out](const char* key, const std::vector<int>& values) {
+    if (auto h = bench::length_histogram(values)) {
+      out[key] = {{"lo", h->lo}, {"width", h->width}, {"counts", h->counts}};
+    }
+  };
+  put("input_tokens", input);
+  put("output_tokens", output);
+  return out;
+}
 
-  // Histograms of the prompt tokens the server counted and the tokens it served,
-  // over the completed requests of every level.
-  ordered lengths() const {
-    std::vector<int> input;
-    std::vector<int> output;
-    for (const auto& record : records) {
-      if (!record.ok()) {
-        continue;
-      }
-      if (record.prompt_tokens >= 0) {
-        input.push_back(record.prompt_tokens);
-      }
-      output.push_back(record.output_tokens);
-    }
-    ordered out = ordered::object();
-    const auto put = [&out](const char* key, const std::vector<int>& values) {
-      if (auto h = bench::length_histogram(values)) {
-        out[key] = {{"lo", h->lo}, {"width", h->width}, {"counts", h->counts}};
-      }
-    };
-    put("input_tokens", input);
-    put("output_tokens", output);
-    return out;
+std::vector<std::string> Honesty::flags(std::string_view benchmark) const {
+  std::vector<std::string> out;
+  // A workload that shares a prefix on purpose (shared_prefix groups, random's
+  // prefix_tokens) measures the cache: its hits are the point, not a flattery.
+  if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens); flag && !shared_on_purpose) {
+    out.push_back(std::move(*flag));
   }
-
-  std::vector<std::string> flags(std::string_view benchmark) const {
-    std::vector<std::string> out;
-    // A workload that shares a prefix on purpose (shared_prefix groups, random's
-    // prefix_tokens) measures the cache: its hits are the point, not a flattery.
-    if (auto flag = bench::prefix_cache_flag(benchmark, prompt_tokens, cached_tokens); flag && !shared_on_purpose) {
-      out.push_back(std::move(*flag));
-    }
-    if (auto flag = bench::repeated_acceptance_flag(benchmark, records)) {
-      out.push_back(std::move(*flag));
-    }
-    return out;
+  if (auto flag = bench::repeated_acceptance_flag(benchmark, records)) {
+    out.push_back(std::move(*flag));
   }
-};
+  return out;
+}
 
 std::string first_error(const bench::LevelResult& level) {
   for (std::size_t k = 0; k < bench::k_failure_kinds; ++k) {
@@ -160,8 +149,6 @@ std::string first_error(const bench::LevelResult& level) {
   }
   return "no request completed";
 }
-
-} // namespace
 
 bench::RunOptions VariantRun::common_options(const experiment::BenchmarkSpec& spec, const std::string& label,
                                              ordered* workload) {
@@ -345,18 +332,7 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   ordered entry;
   entry["kind"] = report::benchmark_kind_name(spec.kind);
   entry["spec"] = spec.describe();
-  int completed = 0;
-  int failed = 0;
-  std::string why_failed;
-  bool interrupted = false;
-  std::string requests;
-  // Where the server died, when it did: what ran then, and how.
-  std::optional<std::pair<std::string, ServerWatch::Death>> died;
-  // What the benchmark's requests say of the figures' honesty, over all its levels.
-  Honesty honesty;
-  // The workload's categories, and each one's accept length from a window of its own.
-  std::vector<std::string> categories;
-  ordered accepts = ordered::object();
+  BenchTally tally;
   std::optional<ServerWatch> watch;
   if (spec.kind != experiment::BenchmarkKind::command) {
     watch.emplace(*m_host, m_server->files, m_server->pid, m_s.options.stop);
@@ -371,159 +347,51 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     options.common.hold = watch->hold_flag();
     options.common.on_measured_start = [&] { window = open_window(); };
-    categories = bench::categories_of(options.common.prompts);
-    honesty.workload(options.common.prompts);
+    tally.categories = bench::categories_of(options.common.prompts);
+    tally.honesty.workload(options.common.prompts);
     const auto parts = windows_per_category() ? bench::split_by_category(options.common.prompts, spec.runs)
                                               : std::vector<bench::CategoryPart>{};
     auto result = parts.empty() ? client().single_stream(spec, options, *watch,
                                                          [&](const ClientWindow& w) {
                                                            window = Window{w.log_from, w.metrics_before};
                                                          })
-                                : single_stream_by_category(spec, options, parts, *watch, window, accepts);
+                                : single_stream_by_category(spec, options, parts, *watch, window, tally.accepts);
     entry["client"] = client().describe(spec);
     if (auto death = watch->death()) {
-      died.emplace(m_phase, *death);
+      tally.died.emplace(m_phase, *death);
     }
     entry["metrics"] = report::single_stream_metrics(result);
     close_window(window, entry, result.level);
-    add_categories(entry, result.level, categories, accepts);
+    add_categories(entry, result.level, tally.categories, tally.accepts);
     entry["result"] = bench::to_json(result);
-    completed = result.level.completed;
-    failed = result.level.failed;
-    why_failed = first_error(result.level);
-    interrupted = result.ended == bench::Ended::interrupted;
-    requests_jsonl(result.level, "single-stream", requests);
+    tally.completed = result.level.completed;
+    tally.failed = result.level.failed;
+    tally.why_failed = first_error(result.level);
+    tally.interrupted = result.ended == bench::Ended::interrupted;
+    requests_jsonl(result.level, "single-stream", tally.requests);
     write_vllm_level(spec, "single", result.level);
-    honesty.add(result.level);
+    tally.honesty.add(result.level);
     break;
   }
   case experiment::BenchmarkKind::concurrency:
-  case experiment::BenchmarkKind::rate: {
-    bool rate = spec.kind == experiment::BenchmarkKind::rate;
-    std::size_t count = rate ? spec.rates.size() : spec.levels.size();
-    const int repeats = std::max(spec.repeats, 1);
-    entry["repeats"] = repeats;
-    entry["levels"] = ordered::array();
-    auto common = common_options(spec, m_phase, &entry["workload"]);
-    categories = bench::categories_of(common.prompts);
-    honesty.workload(common.prompts);
-    common.stop = watch->stop_flag();
-    common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
-    common.hold = watch->hold_flag();
-    bool timed_out = false;
-    // Prompts of exact lengths go verbatim (a prefix of their own would change their
-    // length): each level and repeat after the first draws its own, seed + its place,
-    // so none finds the last one's prompts in the server's prefix cache.
-    const bool redraw =
-        !spec.unique_prompts && spec.prompts.workload && experiment::exact_lengths(*spec.prompts.workload);
-    if (redraw && count * static_cast<std::size_t>(repeats) > 1) {
-      entry["workload"]["redrawn"] = "each level and repeat sends its own draw: the seed plus seed_offset";
-    }
-    // Every level once, then every level again: drift over the benchmark (a
-    // warming GPU, a filling cache) spreads over all levels instead of landing on one.
-    for (int r = 1; r <= repeats && !interrupted && !died && !timed_out; ++r) {
-      for (std::size_t i = 0; i < count && !interrupted && !died; ++i) {
-        check_stop();
-        // One level at a time, so the server's log can be read for each level's window.
-        Window window;
-        std::vector<bench::LevelResult> levels;
-        bench::Ended ended = bench::Ended::normally;
-        auto level_common = common;
-        level_common.warmup = r == 1 && i == 0 ? spec.warmup : 0;
-        level_common.prompt_tag = fmt::format("{} r{}", spec.name, r);
-        level_common.on_measured_start = [&] { window = open_window(); };
-        const auto seed_offset = static_cast<std::uint64_t>(r - 1) * count + i;
-        if (redraw && seed_offset > 0) {
-          auto drawn = bench::make_workload(bench::with_seed_offset(*spec.prompts.workload, seed_offset));
-          if (!drawn) {
-            throw PhaseFailure{m_phase, drawn.error()};
-          }
-          calibrate(drawn->requests, level_common.request);
-          level_common.prompts = std::move(drawn->requests);
-        }
-        const std::string repeat_text = repeats > 1 ? fmt::format(" #{}", r) : "";
-        if (rate) {
-          // A schedule of its own for every level and repeat, the same on every run of the experiment.
-          bench::RateOptions options{level_common,
-                                     {spec.rates[i]},
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration),
-                                     spec.max_concurrency,
-                                     spec.burstiness,
-                                     static_cast<std::uint64_t>(static_cast<std::size_t>(r - 1) * count + i)};
-          auto result = client().rate(spec, options, *watch, [&](const ClientWindow& w) {
-            window = Window{w.log_from, w.metrics_before};
-          });
-          levels = std::move(result.levels);
-          ended = result.ended;
-        } else {
-          bench::ConcurrencyOptions options{level_common, {spec.levels[i]}, spec.requests};
-          auto result = client().concurrency(spec, options, *watch, [&](const ClientWindow& w) {
-            window = Window{w.log_from, w.metrics_before};
-          });
-          levels = std::move(result.levels);
-          ended = result.ended;
-        }
-        entry["client"] = client().describe(spec);
-        if (auto death = watch->death()) {
-          died.emplace(rate ? fmt::format("{} at rate {:g}{}", m_phase, spec.rates[i], repeat_text)
-                            : fmt::format("{} at c{}{}", m_phase, spec.levels[i], repeat_text),
-                       *death);
-        }
-        interrupted = ended == bench::Ended::interrupted && !died;
-        for (auto& level : levels) {
-          ordered item;
-          item["concurrency"] =
-              rate ? (spec.max_concurrency ? *spec.max_concurrency : level.concurrency) : spec.levels[i];
-          if (rate) {
-            item["rate"] = report::finite_or_null(spec.rates[i]);
-          }
-          item["repeat"] = r;
-          if (redraw) {
-            item["seed_offset"] = seed_offset;
-          }
-          item["metrics"] = report::level_metrics(level);
-          close_window(window, item, level);
-          add_categories(item, level, categories, accepts);
-          item["result"] = bench::to_json(level);
-          completed += level.completed;
-          failed += level.failed;
-          if (level.completed == 0 && why_failed.empty()) {
-            why_failed = first_error(level);
-          }
-          std::string phase =
-              (rate ? fmt::format("rate {:g}", spec.rates[i]) : fmt::format("concurrency {}", spec.levels[i])) +
-              repeat_text;
-          requests_jsonl(level, phase, requests);
-          write_vllm_level(spec,
-                           (rate ? (std::isfinite(spec.rates[i]) ? fmt::format("r{:g}", spec.rates[i]) : "rinf")
-                                 : fmt::format("c{}", spec.levels[i])) +
-                               (repeats > 1 ? fmt::format("-rep{}", r) : ""),
-                           level);
-          honesty.add(level);
-          entry["levels"].push_back(std::move(item));
-        }
-        if (ended == bench::Ended::timed_out) {
-          warn(fmt::format("benchmark \"{}\" reached its time limit of {}; later levels did not run", spec.name,
-                           util::format_duration(spec.timeout)));
-          timed_out = true;
-          break;
-        }
-      }
-    }
+  case experiment::BenchmarkKind::rate:
+    run_levels(spec, entry, *watch, tally);
     break;
-  }
   case experiment::BenchmarkKind::command: {
     run_command(spec, entry);
     return;
   }
   }
-  entry["completed"] = completed;
-  entry["failed"] = failed;
-  entry["status"] = completed > 0 && !died ? "ok" : "failed";
-  if (auto lengths = honesty.lengths(); !lengths.empty()) {
+  const auto& died = tally.died;
+  entry["completed"] = tally.completed;
+  entry["failed"] = tally.failed;
+  // Cut short by Ctrl-C, a benchmark keeps what it measured but is not complete:
+  // --resume measures it again.
+  entry["status"] = tally.completed == 0 || died ? "failed" : tally.interrupted ? "interrupted" : "ok";
+  if (auto lengths = tally.honesty.lengths(); !lengths.empty()) {
     entry["lengths"] = std::move(lengths);
   }
-  for (auto& flag : honesty.flags(spec.name)) {
+  for (auto& flag : tally.honesty.flags(spec.name)) {
     m_result.flag(std::move(flag));
   }
   if (died) {
@@ -532,19 +400,20 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
                             {"after_s", died->second.after_s}};
   }
   m_result.benchmark(spec.name, std::move(entry));
-  end({{"completed", completed}, {"failed", failed}});
+  end({{"completed", tally.completed}, {"failed", tally.failed}});
   watch.reset();
   save_progress();
-  write_requests(spec.name, requests);
+  write_requests(spec.name, tally.requests);
   if (died) {
     server_died(died->second, died->first);
   }
-  if (interrupted) {
+  if (tally.interrupted) {
     check_stop();
   }
-  if (completed == 0) {
-    throw PhaseFailure{m_phase, Error(fmt::format("every request of benchmark \"{}\" failed: {}", spec.name,
-                                                  why_failed.empty() ? "no request completed" : why_failed))};
+  if (tally.completed == 0) {
+    throw PhaseFailure{m_phase,
+                       Error(fmt::format("every request of benchmark \"{}\" failed: {}", spec.name,
+                                         tally.why_failed.empty() ? "no request completed" : tally.why_failed))};
   }
 }
 

@@ -2,9 +2,10 @@
 
 // One attempt at one variant on one machine: connect, clean up, launch, wait
 // out the load, warm up, benchmark, tear down. The lifecycle is in
-// variant_run.cpp, the benchmarks (warmup, windows, levels, commands) in
-// variant_bench.cpp, what they do with their workload (calibration, categories,
-// vLLM files) in variant_workload.cpp; result.json is written through report::ResultWriter.
+// variant_run.cpp, the benchmarks (warmup, windows, commands) in variant_bench.cpp,
+// a concurrency or rate benchmark's levels and its SLO search in variant_levels.cpp,
+// what they do with their workload (calibration, categories, vLLM files) in
+// variant_workload.cpp; result.json is written through report::ResultWriter.
 
 #include "bench_client.hpp"
 #include "run_context.hpp"
@@ -27,6 +28,8 @@ namespace specctl::run::detail {
 inline bench::Endpoint to_bench(experiment::Endpoint endpoint) {
   return endpoint == experiment::Endpoint::chat ? bench::Endpoint::chat : bench::Endpoint::completions;
 }
+
+struct BenchTally;
 
 // Why a variant attempt stopped: the phase and the error.
 struct PhaseFailure {
@@ -98,6 +101,9 @@ private:
   void add_categories(ordered& holder, const bench::LevelResult& level, const std::vector<std::string>& order,
                       const ordered& accepts);
   void run_benchmark(const experiment::BenchmarkSpec& spec);
+  // variant_levels.cpp: a concurrency or rate benchmark's levels, each repeat, and
+  // the search for the highest rate that meets its SLO.
+  void run_levels(const experiment::BenchmarkSpec& spec, ordered& entry, ServerWatch& watch, BenchTally& tally);
   void run_command(const experiment::BenchmarkSpec& spec, ordered& entry);
   void flag_ineffective_speculation();
 

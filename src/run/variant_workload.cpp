@@ -6,6 +6,7 @@
 
 #include <specctl/bench/vllm_json.hpp>
 #include <specctl/report/results.hpp>
+#include <specctl/report/slo.hpp>
 #include <specctl/run/server_metrics.hpp>
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/hash.hpp>
@@ -164,7 +165,12 @@ void VariantRun::add_categories(ordered& holder, const bench::LevelResult& level
 
 void VariantRun::write_vllm_level(const experiment::BenchmarkSpec& spec, const std::string& tag,
                                   const bench::LevelResult& level) {
-  const auto v = bench::vllm_level_of(level, target().model, to_bench(spec.endpoint), std::chrono::system_clock::now());
+  auto v = bench::vllm_level_of(level, target().model, to_bench(spec.endpoint), std::chrono::system_clock::now());
+  // The benchmark's SLO as vLLM's --goodput: request_goodput then counts as goodput_rps does.
+  const auto bounds = report::request_bounds(spec.slo);
+  v.goodput_ttft_ms = bounds.ttft_ms;
+  v.goodput_tpot_ms = bounds.tpot_ms;
+  v.goodput_e2el_ms = bounds.e2e_ms;
   if (!m_s.failures.write(m_s.paths.vllm(m_variant.name, spec.name, tag), bench::vllm_result_json(v).dump(2) + '\n')) {
     throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the vLLM-shaped results: {}",
                                                   m_s.failures.first()->what()))};

@@ -3,6 +3,7 @@
 // a trial launched twice (after kill -9 and --resume, or one an earlier run measured),
 // an answer or tuned.yaml not written, a winner that contradicts a 2x difference.
 
+#include "../support/gpu_watcher.hpp"
 #include "sweep.hpp"
 
 #include <map>
@@ -61,7 +62,8 @@ std::array<int, 3> counts_said(const std::string& output) {
 TEST_CASE("tune on specsim: each trial launched once, the answer, and tuned.yaml an experiment that validates") {
   Sweep sweep;
   sweep.subcommand("tune");
-  sweep.write("", "", "1s", 10, tune_block(k_load_levels));
+  // A report setting of the file's own, which tuned.yaml keeps.
+  sweep.write("", "", "1s", 10, tune_block(k_load_levels) + "\nreport: {max_failed: 20%}");
   int code = sweep.run({"--out", sweep.out().string()});
   INFO(sweep.output());
   REQUIRE(code == 0);
@@ -95,13 +97,33 @@ TEST_CASE("tune on specsim: each trial launched once, the answer, and tuned.yaml
   CHECK(report.find("## Tuning") != std::string::npos);
   CHECK(report.find("| spec-none | c30 |") != std::string::npos);
   CHECK(st::read_file(sweep.out() / "report.html").find("data-plot=\"pareto\"") != std::string::npos);
-  // tuned.yaml: the start and the winners, an experiment specctl validates.
+  // tuned.yaml: the start, the winners and the runners-up of ties, an experiment specctl validates.
   Sweep confirm;
   std::filesystem::copy_file(sweep.out() / "tuned.yaml", confirm.file());
   auto validate = st::Process({SPECCTL_BINARY, "validate", confirm.file().string()}, confirm.log());
   CHECK(validate.wait_exit_code(k_sweep_timeout) == 0);
   auto tuned = st::read_file(confirm.file());
+  INFO(tuned);
   CHECK(tuned.find("name: spec-none") != std::string::npos);
+  CHECK(tuned.find("max_failed: 20%") != std::string::npos);
+  CHECK(tuned.find("baseline: spec-none") != std::string::npos);
+  for (const auto& point : answer["points"]) {
+    if (point["tie"] == true && point["runner_up"].is_object()) {
+      CAPTURE(point.dump());
+      auto why = fmt::format("# runner-up at {}, within the noise of {}", point["point"].get<std::string>(),
+                             point["best"]["variant"].get<std::string>());
+      CHECK(tuned.find(why) != std::string::npos);
+      CHECK(tuned.find("name: " + point["runner_up"]["variant"].get<std::string>()) != std::string::npos);
+    }
+  }
+  // The plan of the tuning file now has the trials' durations to go on.
+  auto plan_log = sweep.file().parent_path() / "plan.log";
+  auto plan = st::Process(
+      {SPECCTL_BINARY, "plan", sweep.file().string(), "--history", sweep.out().parent_path().string()}, plan_log);
+  CHECK(plan.wait_exit_code(k_sweep_timeout) == 0);
+  CHECK(st::read_file(plan_log).find(
+            fmt::format("from history ({} configurations measured before in {}:", launched.size(),
+                        sweep.out().parent_path().string())) != std::string::npos);
 }
 
 TEST_CASE("kill -9 of a tuning, then --resume: the search goes on and no finished trial is launched again") {
@@ -217,4 +239,33 @@ TEST_CASE("tune over SSH: the trials run on the node, and the answer is written 
   auto answer = read_json(sweep.out() / "tune.json");
   CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
   CHECK(stray_servers(sweep.state()) == "");
+}
+
+// Two GPU slots on this machine: the search's next trial and what it would ask if
+// that one lost run side by side. The budget still counts every model load, and
+// no configuration is launched twice.
+TEST_CASE("tune on a host split into two GPU slots runs two trials at once within its budget") {
+  Sweep sweep(R"(hosts:
+  gpu: {local: true, slots: [[0, 1, 2, 3], [4, 5, 6, 7]]})",
+              "gpu");
+  sweep.personality("specsim", "tp: 4, ");
+  sweep.subcommand("tune");
+  sweep.write("", "", "1s", 10, tune_block(k_load_levels));
+  specctl::test::GpuWatcher watcher({{"gpu", sweep.gpus()}});
+  int code = sweep.run({"--out", sweep.out().string()});
+  watcher.stop();
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  auto launched = launches(sweep.out());
+  CHECK(launched.size() >= 2);
+  CHECK(launched.size() <= 5);
+  for (const auto& [variant, n] : launched) {
+    CAPTURE(variant);
+    CHECK(n == 1);
+  }
+  CHECK(watcher.most_servers_at_once() == 2);
+  auto answer = read_json(sweep.out() / "tune.json");
+  CHECK(answer["trials"] == launched.size());
+  REQUIRE(answer["points"].size() == 2);
+  CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
 }

@@ -349,3 +349,26 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
   }
   fs::remove(data);
 }
+
+TEST_CASE("slo and bisect: the bounds in order, the description, and a timeout that counts the bisected rates") {
+  auto loaded = load_text("variants: [{name: a}]\nbenchmarks:\n"
+                          "  - {name: open, kind: rate, rates: [1, 8], duration: 30s, max_tokens: 32,\n"
+                          "     slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50.5}, bisect: 3}\n"
+                          "  - {name: plain, kind: rate, rates: [1, 8], duration: 30s, max_tokens: 32}\n"
+                          "  - {name: par, kind: concurrency, levels: [1, 4], slo: {itl_p90_ms: 40}}\n");
+  REQUIRE(loaded.messages.empty());
+  const auto& open = *loaded.experiment.find_benchmark("open");
+  const auto& plain = *loaded.experiment.find_benchmark("plain");
+  CHECK(open.slo == std::vector<std::pair<std::string, double>>{{"ttft_p99_ms", 2000}, {"tpot_p99_ms", 50.5}});
+  CHECK(open.bisect == 3);
+  CHECK(plain.slo.empty());
+  CHECK(plain.bisect == 0);
+  CHECK(open.describe() == "rate 1,8 req/s for 30s each, 32 tokens, SLO ttft_p99_ms <= 2000, tpot_p99_ms <= 50.5, "
+                           "then up to 3 rates bisected for the highest that meets it");
+  // Two listed rates and three bisected, each of 30 s plus a request at 2 tok/s (16 s).
+  CHECK(plain.timeout == std::chrono::seconds{2 * 46});
+  CHECK(open.timeout == std::chrono::seconds{5 * 46});
+  const auto& par = *loaded.experiment.find_benchmark("par");
+  CHECK(par.slo == std::vector<std::pair<std::string, double>>{{"itl_p90_ms", 40}});
+  CHECK(par.bisect == 0);
+}

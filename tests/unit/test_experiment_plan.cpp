@@ -55,3 +55,41 @@ TEST_CASE("plan estimate adds every bound") {
   CHECK(est.benchmarks == e.benchmarks[0].timeout + e.benchmarks[1].timeout);
   CHECK(plan.total() == est.total() + plan.variants[1].estimate.total());
 }
+
+TEST_CASE("plan: the time from history beside the bound, from the durations earlier runs recorded") {
+  using std::chrono::minutes;
+  auto e = load_ok("examples/quickstart.yaml");
+  auto plan = make_plan(e, {"/opt/specctl/bin"});
+  REQUIRE(plan.variants.size() == 4);
+  const auto bound_only = format_plan(plan);
+  auto tail = [&](const std::string& text) { return text.substr(bound_only.size()); };
+
+  SUBCASE("none recorded") {
+    plan.history = History{"results/quickstart", {}};
+    CHECK(tail(format_plan(plan)) ==
+          "from history: none (no earlier run in results/quickstart recorded these variants' durations)\n");
+    auto j = plan_to_json(plan)["history"];
+    CHECK(j["measured"] == 0);
+    CHECK(j["estimate_s"].is_null());
+  }
+  SUBCASE("some recorded: the others at their mean") {
+    plan.history = History{"results/quickstart", {{"baseline", minutes(10)}, {"eagle3", minutes(14)}}};
+    CHECK(tail(format_plan(plan)) == "from history: about 48m for 4 variants one after another (2 of them as their "
+                                     "newest run in results/quickstart took, the others at their mean)\n");
+    auto j = plan_to_json(plan)["history"];
+    CHECK(j["dir"] == "results/quickstart");
+    CHECK(j["measured"] == 2);
+    CHECK(j["estimate_s"] == 48 * 60.0);
+  }
+  SUBCASE("all recorded") {
+    plan.history = History{"r", {}};
+    for (const auto& planned : plan.variants) {
+      plan.history->durations[planned.variant->name] = minutes(5);
+    }
+    CHECK(tail(format_plan(plan)) == "from history: about 20m for 4 variants one after another (each as its newest "
+                                     "run in r took)\n");
+  }
+  // Without a history (the result folder's experiment.json), the plan says nothing of it.
+  plan.history.reset();
+  CHECK(plan_to_json(plan).contains("history") == false);
+}

@@ -3,11 +3,15 @@
 
 #include <doctest/doctest.h>
 
+#include "../support/files.hpp"
+#include "../support/temp_dir.hpp"
+
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/experiment/plan.hpp>
 #include <specctl/run/tuning.hpp>
 
 #include <cstdlib>
+#include <fmt/format.h>
 
 using namespace specctl;
 
@@ -90,4 +94,110 @@ TEST_CASE("the tuning's answer names the winners per load, the crossover and the
   CHECK(yaml.find("name: tune-tuned") != std::string::npos);
   CHECK(yaml.find("name: spec-eagle3-steps2") != std::string::npos);
   CHECK(yaml.find("name: spec-eagle3-steps3") == std::string::npos);
+}
+
+TEST_CASE("plan of a tuning: the time from the trials measured before, or that there are none") {
+  using std::chrono::minutes;
+  auto e = load_example();
+  auto plan = experiment::make_plan(e, {"/opt/specctl/bin"});
+  auto last_line = [](const std::string& text) {
+    auto end = text.rfind('\n', text.size() - 2);
+    return text.substr(end + 1);
+  };
+
+  SUBCASE("none: the bound from timeouts stands") {
+    plan.history = experiment::History{"results/tune", {}};
+    auto tp = experiment::make_tune_plan(plan);
+    CHECK(tp.measured == 0);
+    CHECK(last_line(experiment::format_tune_plan(plan)) ==
+          "from history: none (no earlier run in results/tune recorded a trial's duration); the bound above stands\n");
+    CHECK(experiment::tune_plan_to_json(tp)["history"].is_null());
+  }
+  SUBCASE("expected trials x their mean, the most trials x the longest") {
+    plan.history = experiment::History{"results/tune", {{"spec-none", minutes(4)}, {"spec-eagle3-steps3", minutes(6)}}};
+    auto tp = experiment::make_tune_plan(plan);
+    CHECK(tp.measured == 2);
+    CHECK(tp.measured_mean == minutes(5));
+    CHECK(tp.measured_longest == minutes(6));
+    CHECK(tp.worst_time == minutes(60));
+    CHECK(tp.expected_time == std::chrono::round<util::Duration>(minutes(5) * tp.expected));
+    CHECK(last_line(experiment::format_tune_plan(plan)) ==
+          fmt::format("from history (2 configurations measured before in results/tune: 5m on average, 6m the "
+                      "longest): about {} for {:.1f} trials, at most 1h for 10\n",
+                      util::format_duration(std::chrono::round<std::chrono::seconds>(tp.expected_time)), tp.expected));
+    auto j = experiment::tune_plan_to_json(tp);
+    CHECK(j["history"]["measured"] == 2);
+    CHECK(j["history"]["worst_s"] == 3600.0);
+  }
+  SUBCASE("capped like the bound at the time budget plus one trial") {
+    plan.history =
+        experiment::History{"results/tune", {{"spec-none", minutes(10)}, {"spec-eagle3-steps3", minutes(12)}}};
+    auto tp = experiment::make_tune_plan(plan);
+    CHECK(tp.expected_time == minutes(71));
+    CHECK(tp.worst_time == minutes(72));
+    CHECK(last_line(experiment::format_tune_plan(plan)) ==
+          fmt::format("from history (2 configurations measured before in results/tune: 11m on average, 12m the "
+                      "longest): about 1h 11m (the time budget and one trial) for {:.1f} trials, at most 1h 12m (the "
+                      "time budget and one trial) for 10\n",
+                      tp.expected));
+  }
+}
+
+TEST_CASE("tuned.yaml: the runner-up of a tie beside its winner, the file's report settings kept, and it validates") {
+  setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+  unsetenv("SPECCTL_TEMPLATE_PATH");
+  test::TempDir dir;
+  // The example with report settings of its own, and expectations about two configurations.
+  auto tuning = dir.write("tune.yaml", test::read_file("examples/tune.yaml") + R"(
+report:
+  max_failed: 10%
+  formats: [md, json]
+  expect:
+    - {variant: spec-none, benchmark: load, level: 70, metric: output_tok_s, value: 744, tolerance: 10%}
+    - {variant: spec-eagle3-steps5, benchmark: load, level: 70, metric: output_tok_s, value: 300}
+)");
+  util::Diagnostics diag;
+  auto e = experiment::load_experiment(tuning, diag);
+  REQUIRE_FALSE(diag.has_errors());
+  // At c1, 2 steps is within the noise of no speculation: a tie, kept by the start.
+  std::vector<run::Trial> trials = {
+      trial(e, {{"speculative", "none"}}, {92.8, 320.4, 462.1, 655.2, 744.1}),
+      trial(e, {{"speculative", "eagle3"}, {"spec_steps", "3"}}, {90.7, 214.5, 256.6, 295.3, 308.6}),
+      trial(e, {{"speculative", "eagle3"}, {"spec_steps", "2"}}, {93.3, 233.5, 283.7, 331.0, 347.6}),
+  };
+  auto answer = run::make_answer(e, trials, "no move improves any load point");
+  REQUIRE(answer.points[0].best);
+  REQUIRE(answer.points[0].runner_up);
+  CHECK(answer.points[0].best->variant == "spec-none");
+  CHECK(answer.points[0].tie);
+  CHECK(answer.points[0].runner_up->variant == "spec-eagle3-steps2");
+  CHECK_FALSE(answer.points[1].tie);
+
+  auto yaml = run::tuned_yaml(e, answer);
+  CHECK(yaml.find("  # the start configuration (the baseline); best at c1 (a tie), c5, c10, c30, c70\n"
+                  "  - name: spec-none\n") != std::string::npos);
+  CHECK(yaml.find("  # runner-up at c1, within the noise of spec-none: run again to settle the tie\n"
+                  "  - name: spec-eagle3-steps2\n") != std::string::npos);
+  // Neither a winner nor a tie's runner-up.
+  CHECK(yaml.find("spec-eagle3-steps3") == std::string::npos);
+  CHECK(yaml.find("# Left out of report.expect: the expectations about spec-eagle3-steps5, not in this file.\n") !=
+        std::string::npos);
+
+  auto confirm = dir.write("tuned.yaml", yaml);
+  util::Diagnostics confirm_diag;
+  auto tuned = experiment::load_experiment(confirm, confirm_diag);
+  for (const auto& d : confirm_diag.sorted()) {
+    MESSAGE(d.str());
+  }
+  REQUIRE_FALSE(confirm_diag.has_errors());
+  REQUIRE(tuned.variants.size() == 2);
+  CHECK(tuned.variants[0].name == "spec-none");
+  CHECK(tuned.variants[1].name == "spec-eagle3-steps2");
+  CHECK(tuned.variants[1].description == "runner-up at c1, within the noise of spec-none: run again to settle the tie");
+  CHECK(tuned.variants[1].server.knobs.at("spec_steps").value == 2);
+  CHECK(tuned.report.baseline == "spec-none");
+  CHECK(tuned.report.max_failed_pct == 10);
+  CHECK(tuned.report.formats == std::vector<std::string>{"md", "json"});
+  REQUIRE(tuned.report.expect.size() == 1);
+  CHECK(tuned.report.expect[0].variant == "spec-none");
 }

@@ -164,6 +164,12 @@ struct BenchmarkSpec {
   util::Duration duration = std::chrono::seconds{60};
   std::optional<int> max_concurrency;
   double burstiness = 1.0;
+  // Concurrency and rate: `slo:`, upper bounds on level metrics ("ttft_p99_ms" -> 2000),
+  // in the order written. Each level is judged on them, and its goodput counted.
+  std::vector<std::pair<std::string, double>> slo;
+  // Rate only: `bisect: N`, the most rates measured by bisection, after the listed
+  // ones, for the highest rate that meets the SLO; 0: no search.
+  int bisect = 0;
   // command
   std::string run;
   CommandWhere run_on = CommandWhere::local;
@@ -224,6 +230,9 @@ struct TuneSpec {
   // The most trials launched (a launch is a model load), and the time they may take.
   int max_loads = 12;
   std::optional<util::Duration> max_time;
+  // `parallel:` as written: how many trials run at once; unset: as many as the
+  // trials' host has machines or GPU slots (parallel_trials() in run/tuning.hpp).
+  std::optional<int> parallel;
   // Differences below this share of a figure are ties (on top of the intervals).
   double noise_pct = 2;
   // The knob whose value "none" means no speculation: "speculative" where the space has it.
@@ -279,6 +288,11 @@ const HostSpec* machine_of(const Experiment& experiment, const std::string& node
 
 // "node1#1".
 std::string slot_name(const std::string& host, int index);
+
+// How many trials of a tuning run at once: tune.parallel, else one per machine or
+// GPU slot of the trials' host (a pool's members, a host's slots), a Slurm
+// cluster its max_jobs (1 when unlimited); 1 for anything else.
+int parallel_trials(const Experiment& experiment);
 
 // Metrics a benchmark of this kind produces, for checking expectations.
 std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark);

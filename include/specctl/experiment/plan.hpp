@@ -3,7 +3,9 @@
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/server/render.hpp>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,19 @@ struct HostSchedule {
   util::Duration busy{0};
 };
 
+// What earlier runs of an experiment took: the newest duration that each variant which
+// ended ok recorded in a result folder of `dir` (report::read_history reads them).
+struct History {
+  std::string dir;
+  std::map<std::string, util::Duration> durations;
+
+  // The time of `variants` one after another: their recorded durations, and the mean of
+  // those for the ones without; nullopt when none of them has one.
+  std::optional<util::Duration> estimate(const std::vector<std::string>& variants) const;
+  util::Duration mean() const;
+  util::Duration longest() const;
+};
+
 // What `specctl run` would do, in run order, without touching any host.
 struct Plan {
   const Experiment* experiment = nullptr;
@@ -40,6 +55,9 @@ struct Plan {
   // Per machine, as the runner's queue would hand variants out: each to the
   // first of its hosts (its own, or its pool's members) to become free.
   std::vector<HostSchedule> schedule;
+  // Set by the caller when earlier runs are known (make_plan reads no result folder):
+  // the plan then adds the time from history to the bound from timeouts.
+  std::optional<History> history;
 
   // The sum of the variants' bounds: one host, one variant after another.
   util::Duration total() const;
@@ -56,6 +74,7 @@ std::vector<HostSchedule> make_schedule(const Experiment& experiment, const std:
 
 // The plan for people: every variant's exact command, environment, cleanup, readiness and benchmarks.
 std::string format_plan(const Plan& plan);
+// Its "history" (only when the plan has one) is what format_plan says from it.
 nlohmann::ordered_json plan_to_json(const Plan& plan);
 
 // What `specctl tune` would do with a tuning file: the space, and how many trials
@@ -70,9 +89,18 @@ struct TunePlan {
   // The slowest trial's bound, and the tuning's: the worst case of trials one after another.
   util::Duration per_trial{0};
   util::Duration bound{0};
+  // From the configurations earlier runs measured (Plan::history), when any did: the
+  // expected trials times their mean duration, and the most trials times the longest,
+  // each capped like the bound at the time budget plus one trial.
+  int measured = 0;
+  util::Duration measured_mean{0};
+  util::Duration measured_longest{0};
+  util::Duration expected_time{0};
+  util::Duration worst_time{0};
 };
 TunePlan make_tune_plan(const Plan& plan);
 std::string format_tune_plan(const Plan& plan);
+nlohmann::ordered_json tune_plan_to_json(const TunePlan& tune_plan);
 
 // "local", "ssh", "pool", "slurm": the names plans and results use.
 std::string host_kind_name(HostKind kind);

@@ -7,6 +7,7 @@
 // renders; none of them computes a figure of its own.
 
 #include <specctl/report/results.hpp>
+#include <specctl/report/slo.hpp>
 #include <specctl/report/stats.hpp>
 
 #include <filesystem>
@@ -163,7 +164,21 @@ struct LevelFigures {
   std::optional<double> tpot_p50_ms;
   std::optional<double> tpot_p99_ms;
   std::optional<double> accept_length;
+  // With an SLO (LevelsTable::slo): the requests that met it per second, the mean
+  // over the repeats, and whether the level met it (slo_missed over the repeats).
+  std::optional<double> goodput_rps;
+  std::optional<bool> slo_met;
   Sources sources;
+};
+
+// A variant's search for the highest request rate that meets the SLO (a rate
+// benchmark's `bisect:`), as its result.json's slo_search says it.
+struct SloSearchFigures {
+  std::optional<double> max_rate;
+  std::optional<double> missed_at;
+  // Rates judged: the listed ones and those bisected.
+  int steps = 0;
+  std::string why;
 };
 
 // Where a variant stops beating the baseline as load grows, from the verdicts
@@ -193,6 +208,8 @@ struct LevelsRow {
   std::vector<LevelFigures> levels;
   // Empty for the baseline's row, and for rows with nothing measured.
   Crossover crossover;
+  // With `bisect:`, when the variant searched.
+  std::optional<SloSearchFigures> search;
 };
 
 // A concurrency (or rate) benchmark: variants as rows, levels as columns.
@@ -205,6 +222,10 @@ struct LevelsTable {
   std::vector<double> levels;
   // Repeats per level the experiment asked for (1 when it did not say).
   int repeats = 1;
+  // The benchmark's `slo:` (empty without one) and `bisect:` (0 without). The rates
+  // a search bisected are each variant's own: they are not columns of the table.
+  Slo slo;
+  int bisect = 0;
   std::vector<LevelsRow> rows;
 
   // "c10" or "2/s".
