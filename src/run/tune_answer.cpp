@@ -3,6 +3,7 @@
 // stops paying, the recommendation in words, and tuned.yaml.
 
 #include <specctl/report/results.hpp>
+#include <specctl/report/slo.hpp>
 #include <specctl/report/stats.hpp>
 #include <specctl/run/tuning.hpp>
 #include <specctl/util/error.hpp>
@@ -150,11 +151,9 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
         }
       }
     }
-    std::map<std::string, std::vector<double>> slo_values;
-    int requests = 0;
-    int failed = 0;
+    std::vector<const json*> metrics;
     for (const auto* level : measured) {
-      const auto& m = (*level)["metrics"];
+      const auto& m = report::dig(*level, {"metrics"});
       std::optional<double> sample;
       if (spec.objective == experiment::TuneObjective::per_user_tok_s) {
         if (auto tpot = number_at(m, {"tpot_p50_ms"}); tpot && *tpot > 0) {
@@ -166,32 +165,14 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
       if (sample) {
         point.samples.push_back(*sample);
       }
-      requests += static_cast<int>(number_at(m, {"requests"}).value_or(0));
-      failed += static_cast<int>(number_at(m, {"failed"}).value_or(0));
-      for (const auto& [metric, bound] : spec.slo) {
-        if (auto v = number_at(m, {metric})) {
-          slo_values[metric].push_back(*v);
-        }
-      }
+      metrics.push_back(&m);
     }
     if (point.samples.empty()) {
       point.slo_missed.push_back("not measured");
       continue;
     }
-    if (auto why = report::too_many_failed(requests, failed, experiment.report.max_failed_pct)) {
-      point.slo_missed.push_back(*why);
-    }
-    for (const auto& [metric, bound] : spec.slo) {
-      const auto& values = slo_values[metric];
-      if (values.empty()) {
-        point.slo_missed.push_back(metric + " not measured");
-        continue;
-      }
-      double mean = report::spread_of(values).mean;
-      if (mean > bound) {
-        point.slo_missed.push_back(fmt::format("{} {:.0f} > {:g}", metric, mean, bound));
-      }
-    }
+    // The benchmark's own judgement of a level, over the repeats: one owner for what meets an SLO.
+    point.slo_missed = report::slo_missed(metrics, spec.slo, experiment.report.max_failed_pct);
   }
   return trial;
 }

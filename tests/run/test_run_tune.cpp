@@ -249,6 +249,16 @@ TEST_CASE("tune on a host split into two GPU slots runs two trials at once withi
   gpu: {local: true, slots: [[0, 1, 2, 3], [4, 5, 6, 7]]})",
               "gpu");
   sweep.personality("specsim", "tp: 4, ");
+  // Slot 1 serves on the port after the server's: both must be free.
+  int port = 0;
+  for (int tries = 0; tries < 50 && port == 0; ++tries) {
+    int candidate = st::free_port();
+    if (st::connection_refused(candidate + 1)) {
+      port = candidate;
+    }
+  }
+  REQUIRE(port > 0);
+  sweep.use_port(port);
   sweep.subcommand("tune");
   sweep.write("", "", "1s", 10, tune_block(k_load_levels));
   specctl::test::GpuWatcher watcher({{"gpu", sweep.gpus()}});
