@@ -31,7 +31,7 @@ std::vector<std::string> missed(const std::vector<json>& levels, const Slo& slo,
 
 } // namespace
 
-TEST_CASE("slo: the per-request bounds are the tightest of each latency; itl bounds are the level's only") {
+TEST_CASE("slo: the per-request bounds are the tightest of each latency, and itl bounds are the level's only") {
   auto b = request_bounds(
       {{"ttft_p99_ms", 2000}, {"ttft_p50_ms", 500}, {"tpot_p90_ms", 40}, {"itl_p99_ms", 30}, {"e2e_p99_ms", 9000}});
   CHECK(b.ttft_ms == 500);
