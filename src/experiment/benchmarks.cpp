@@ -194,6 +194,12 @@ void parse_slo_keys(const util::YamlField& field, BenchmarkSpec& spec) {
                             kind_name(spec.kind)));
     }
   }
+  parse_bisect(bisect, spec, slo.present());
+}
+
+} // namespace
+
+void parse_bisect(const util::YamlField& bisect, BenchmarkSpec& spec, bool slo_given) {
   if (!bisect.present()) {
     return;
   }
@@ -201,15 +207,13 @@ void parse_slo_keys(const util::YamlField& field, BenchmarkSpec& spec) {
     bisect.error(fmt::format("bisect searches request rates: it needs a rate benchmark, not {}", kind_name(spec.kind)));
     return;
   }
-  if (!slo.present()) {
+  if (!slo_given) {
     bisect.error("bisect searches for the highest rate that meets the SLO: give the benchmark an slo, e.g. "
                  "slo: {ttft_p99_ms: 2000}");
     return;
   }
   spec.bisect = static_cast<int>(bisect.as_int(1, k_max_bisect).value_or(0));
 }
-
-} // namespace
 
 std::vector<std::pair<std::string, double>> parse_slo(const util::YamlField& slo, const BenchmarkSpec* load) {
   std::vector<std::pair<std::string, double>> out;

@@ -62,6 +62,9 @@ std::vector<BenchmarkSpec> parse_benchmarks(const util::YamlField& benchmarks, c
 // order written. The names must be latencies `load` measures (the `_ms` metrics of
 // metrics_of); without a load any name passes. Mistakes are reported and skipped.
 std::vector<std::pair<std::string, double>> parse_slo(const util::YamlField& slo, const BenchmarkSpec* load);
+// A rate benchmark's `bisect:`, which needs an SLO given (as the benchmark's slo, or a
+// tuning's for its load).
+void parse_bisect(const util::YamlField& bisect, BenchmarkSpec& spec, bool slo_given);
 // A benchmark's bound by default: its size at a pessimistic speed (2 tok/s per stream).
 util::Duration default_timeout(const BenchmarkSpec& spec);
 // Once the variants are known: each concurrency and rate benchmark's effective

@@ -19,7 +19,7 @@ using detail::LayerEntry;
 const std::vector<std::string> k_tune_keys = {"space", "load",  "slo",         "objective",
                                               "budget", "noise", "speculation", "parallel"};
 const std::vector<std::string> k_dimension_keys = {"values", "range", "start", "where"};
-const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s"};
+const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s", "goodput"};
 // A range is searched, not swept, but its values are still each a variant.
 constexpr std::int64_t k_max_range = 1000;
 // The value of a knob that means "not set" (no speculation: `speculative: none`).
@@ -273,13 +273,45 @@ std::string resolve_load(const util::YamlField& load, const util::YamlField& tun
   bench["name"] = std::string(k_name);
   bench["kind"] = by_rate ? "rate" : "concurrency";
   for (const auto& [key, key_at, value] : load.entries()) {
-    bench[key == "concurrency" ? "levels" : key] = value.node();
+    // `bisect:` needs the SLO, which may be the tuning's: link_slo reads it.
+    if (key != "bisect") {
+      bench[key == "concurrency" ? "levels" : key] = value.node();
+    }
+  }
+  if (tune["slo"].present() && load["slo"].present()) {
+    load["slo"].error("the tuning has an slo already: give the SLO once, in tune.slo");
+    return "";
   }
   auto parsed = detail::parse_benchmark(util::YamlField(bench, tune.path() + ".load", load.file(), load.diagnostics(),
                                                         load.location()),
                                         experiment_dir);
   experiment.benchmarks.push_back(std::move(parsed));
   return std::string(k_name);
+}
+
+// One SLO for the tuning and its load benchmark: the load's levels get goodput_rps,
+// and a rate load's `bisect:` has bounds to search against. The load benchmark gets
+// tune.slo when it has none, and gives the tuning its own when tune.slo is left out
+// (resolve_load refused a load written in the tune block with both).
+void link_slo(const util::YamlField& tune, TuneSpec& spec, Experiment& experiment) {
+  auto slo = tune["slo"];
+  auto bench = std::find_if(experiment.benchmarks.begin(), experiment.benchmarks.end(),
+                            [&](const BenchmarkSpec& b) { return !spec.load.empty() && b.name == spec.load; });
+  if (bench == experiment.benchmarks.end()) {
+    spec.slo = detail::parse_slo(slo, nullptr);
+    return;
+  }
+  spec.slo = detail::parse_slo(slo, &*bench);
+  if (auto load = tune["load"]; load.present() && load.is_map()) {
+    detail::parse_bisect(load["bisect"], *bench, slo.present() || load["slo"].present());
+  }
+  if (!slo.present()) {
+    spec.slo = bench->slo;
+  } else if (bench->slo.empty()) {
+    bench->slo = spec.slo;
+  } else if (bench->slo != spec.slo) {
+    slo.error(fmt::format("benchmark \"{}\" has an slo of its own: give the SLO once, there or in tune.slo", bench->name));
+  }
 }
 
 void parse_budget(const util::YamlField& budget, TuneSpec& spec) {
@@ -298,7 +330,15 @@ void parse_budget(const util::YamlField& budget, TuneSpec& spec) {
 } // namespace
 
 std::string_view objective_name(TuneObjective objective) {
-  return objective == TuneObjective::per_user_tok_s ? "per_user_tok_s" : "output_tok_s";
+  switch (objective) {
+  case TuneObjective::per_user_tok_s:
+    return "per_user_tok_s";
+  case TuneObjective::goodput:
+    return "goodput";
+  case TuneObjective::output_tok_s:
+    break;
+  }
+  return "output_tok_s";
 }
 
 std::string TuneSpec::trial_of(const tune::Config& config) const {
@@ -345,10 +385,16 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
   spec.where = field.location();
   auto parsed = parse_space(field["space"], defaults);
   spec.load = resolve_load(field["load"], field, experiment, experiment_dir);
-  spec.slo = detail::parse_slo(field["slo"], spec.load.empty() ? nullptr : experiment.find_benchmark(spec.load));
+  link_slo(field, spec, experiment);
   if (auto objective = field["objective"]; objective.present()) {
     if (auto name = objective.as_choice(k_objectives)) {
-      spec.objective = *name == "per_user_tok_s" ? TuneObjective::per_user_tok_s : TuneObjective::output_tok_s;
+      spec.objective = *name == "per_user_tok_s" ? TuneObjective::per_user_tok_s
+                       : *name == "goodput"      ? TuneObjective::goodput
+                                                 : TuneObjective::output_tok_s;
+      if (spec.objective == TuneObjective::goodput && spec.slo.empty() && !spec.load.empty()) {
+        objective.error("goodput counts the requests that meet the SLO: give the tuning one, e.g. "
+                        "slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}");
+      }
     }
   }
   parse_budget(field["budget"], spec);

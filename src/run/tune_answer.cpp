@@ -90,11 +90,64 @@ std::string range_words(const std::vector<std::string>& labels, std::size_t firs
                        : fmt::format("{} {}-{}{}", unit, value(first), value(last), suffix);
 }
 
+// The bounds a load point is judged on. Goodput has counted each request against the
+// per-request bounds already, so a level is held only to those with no per-request
+// meaning (itl_*) and to its failures: a level whose p99 TTFT is over still has goodput.
+report::Slo judged_bounds(const experiment::TuneSpec& spec) {
+  if (spec.objective != experiment::TuneObjective::goodput) {
+    return spec.slo;
+  }
+  report::Slo out;
+  std::copy_if(spec.slo.begin(), spec.slo.end(), std::back_inserter(out),
+               [](const auto& bound) { return bound.first.starts_with("itl_"); });
+  return out;
+}
+
+// The max rate point from the benchmark's slo_search (variant_levels.cpp writes it).
+void read_max_rate(const json& search, TrialPoint& point) {
+  if (!search.is_object()) {
+    point.slo_missed.push_back("not measured");
+    return;
+  }
+  if (auto max_rate = number_at(search, {"max_rate"})) {
+    point.samples.push_back(*max_rate);
+    point.missed_at = number_at(search, {"missed_at"}).value_or(*max_rate);
+    return;
+  }
+  point.slo_missed.push_back(search.value("why", std::string("no rate met the SLO")));
+}
+
+// "highest rate within the SLO: eagle3 at 8.15 req/s (it missed at 11.1; 1.34x no speculation)".
+std::string max_rate_words(const experiment::Experiment& experiment, const PointVerdict& v) {
+  if (!v.best) {
+    return "highest rate within the SLO: none, no configuration met it at the lowest rate";
+  }
+  const auto& point = v.best->points.back();
+  const double rate = point.samples.front();
+  std::vector<std::string> notes;
+  notes.push_back(point.missed_at && *point.missed_at > rate ? fmt::format("it missed at {:g}", *point.missed_at)
+                                                              : "no rate measured missed it");
+  if (v.ratio) {
+    notes.push_back(fmt::format("{:.2f}x the best rate {}", *v.ratio,
+                                speculates(experiment, v.best->config) ? "without speculation" : "with speculation"));
+  }
+  if (v.tie) {
+    notes.push_back("inconclusive: the runner-up is within the bisection's resolution");
+  }
+  return fmt::format("highest rate within the SLO: {} at {:g} req/s ({})", config_words(experiment, v.best->config),
+                     rate, util::join(notes, "; "));
+}
+
 } // namespace
 
 tune::Figure TrialPoint::figure() const {
   if (samples.empty()) {
     return tune::Figure{0, 0, false};
+  }
+  if (missed_at) {
+    // The interval is the bracket itself, [met, missed]: two brackets apart are a difference.
+    const double gap = std::max(0.0, *missed_at - samples.front());
+    return tune::Figure{samples.front() + gap / 2, gap / 2, slo_missed.empty()};
   }
   auto spread = report::spread_of(samples);
   double half = spread.n >= 2 ? report::student_t_quantile(0.975, spread.n - 1) * spread.stdev / std::sqrt(spread.n) : 0;
@@ -107,6 +160,9 @@ std::vector<std::string> load_points(const experiment::Experiment& experiment) {
   if (load.kind == BenchmarkKind::rate) {
     for (double r : load.rates) {
       out.push_back(fmt::format("r{:g}", r));
+    }
+    if (load.bisect > 0) {
+      out.emplace_back(k_max_rate_point);
     }
   } else {
     for (int c : load.levels) {
@@ -130,7 +186,7 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
   trial.status = result.value("status", "");
   trial.duration_s = number_at(result, {"duration_s"}).value_or(0);
   const std::size_t points = load.kind == BenchmarkKind::rate ? load.rates.size() : load.levels.size();
-  trial.points.resize(points);
+  trial.points.resize(load_points(experiment).size());
   if (trial.status == "failed") {
     for (auto& p : trial.points) {
       p.slo_missed.push_back("the trial failed: " + result.value("reason", std::string("no reason recorded")));
@@ -160,7 +216,7 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
           sample = 1000.0 / *tpot;
         }
       } else {
-        sample = number_at(m, {"output_tok_s"});
+        sample = number_at(m, {spec.objective == experiment::TuneObjective::goodput ? "goodput_rps" : "output_tok_s"});
       }
       if (sample) {
         point.samples.push_back(*sample);
@@ -172,7 +228,10 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
       continue;
     }
     // The benchmark's own judgement of a level, over the repeats: one owner for what meets an SLO.
-    point.slo_missed = report::slo_missed(metrics, spec.slo, experiment.report.max_failed_pct);
+    point.slo_missed = report::slo_missed(metrics, judged_bounds(spec), experiment.report.max_failed_pct);
+  }
+  if (trial.points.size() > points) {
+    read_max_rate(report::dig(result, {"benchmarks", load.name, "slo_search"}), trial.points.back());
   }
   return trial;
 }
@@ -225,7 +284,8 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
           other = &t;
         }
       }
-      if (other != nullptr) {
+      // A figure of 0 (no request within the SLO: goodput) has no ratio to it.
+      if (other != nullptr && report::spread_of(other->points[p].samples).mean > 0) {
         auto a_spread = report::spread_of(v.best->points[p].samples);
         auto b_spread = report::spread_of(other->points[p].samples);
         v.against = other->variant;
@@ -239,18 +299,21 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
     out.points.push_back(std::move(v));
   }
 
-  // The recommendation: consecutive load points with the same best, in words.
+  // The recommendation: consecutive load points with the same best, in words; the
+  // highest rate within the SLO (a bisecting rate load's last point) is said apart.
+  const bool max_rate = !labels.empty() && labels.back() == k_max_rate_point;
+  const std::vector<std::string> ranged(labels.begin(), labels.end() - (max_rate ? 1 : 0));
   std::vector<std::string> parts;
-  for (std::size_t first = 0; first < out.points.size();) {
+  for (std::size_t first = 0; first < ranged.size();) {
     std::size_t last = first;
     auto key = [&](std::size_t i) {
       return out.points[i].best ? out.points[i].best->variant : std::string();
     };
-    while (last + 1 < out.points.size() && key(last + 1) == key(first)) {
+    while (last + 1 < ranged.size() && key(last + 1) == key(first)) {
       ++last;
     }
     const auto& v = out.points[first];
-    std::string range = range_words(labels, first, last);
+    std::string range = range_words(ranged, first, last);
     if (!v.best) {
       parts.push_back(fmt::format("{}: no configuration meets the SLO", range));
     } else {
@@ -287,12 +350,15 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
     }
     first = last + 1;
   }
+  if (max_rate) {
+    parts.push_back(max_rate_words(experiment, out.points.back()));
+  }
   out.recommendation = util::join(parts, "; ");
 
   if (experiment.tune->speculation) {
     std::vector<std::size_t> spec;
     std::vector<std::size_t> plain;
-    for (std::size_t p = 0; p < out.points.size(); ++p) {
+    for (std::size_t p = 0; p < ranged.size(); ++p) {
       if (out.points[p].best) {
         (speculates(experiment, out.points[p].best->config) ? spec : plain).push_back(p);
       }
@@ -330,12 +396,23 @@ std::string answer_markdown(const experiment::Experiment& experiment, const Tune
   out += "| --- | --- | ---: | --- | --- | ---: | --- |\n";
   for (std::size_t p = 0; p < answer.points.size(); ++p) {
     const auto& v = answer.points[p];
+    // The max rate point shows the rate that met, not its bracket's middle.
+    auto shown = [&](const std::optional<Trial>& t) {
+      const auto& point = t->points[p];
+      return point.missed_at ? point.samples.front() : point.figure().mean;
+    };
     auto figure = [&](const std::optional<Trial>& t) {
       return t ? t->points[p].figure() : tune::Figure{};
     };
     std::string best = v.best ? v.best->variant + (v.tie ? " (tie)" : "") : "none meets the SLO";
     std::string interval = "";
-    if (v.best) {
+    if (v.best && v.best->points[p].missed_at) {
+      // The bisection's bracket: met at the first, missed at the second.
+      const auto& point = v.best->points[p];
+      interval = *point.missed_at > point.samples.front()
+                     ? fmt::format("[{:g}, {:g})", point.samples.front(), *point.missed_at)
+                     : "no rate missed";
+    } else if (v.best) {
       auto f = figure(v.best);
       interval = f.half_width > 0 ? fmt::format("[{:.1f}, {:.1f}]", f.mean - f.half_width, f.mean + f.half_width) : "one sample";
     }
@@ -343,8 +420,8 @@ std::string answer_markdown(const experiment::Experiment& experiment, const Tune
                                                v.low ? fmt::format(" [{:.2f}, {:.2f}]", *v.low, *v.high) : "")
                                  : "";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", v.point, best,
-                       v.best ? fmt::format("{:.1f}", figure(v.best).mean) : "", interval,
-                       v.runner_up ? v.runner_up->variant : "", v.runner_up ? fmt::format("{:.1f}", figure(v.runner_up).mean) : "",
+                       v.best ? fmt::format("{:.1f}", shown(v.best)) : "", interval,
+                       v.runner_up ? v.runner_up->variant : "", v.runner_up ? fmt::format("{:.1f}", shown(v.runner_up)) : "",
                        versus);
   }
   out += "\nConfirm with: specctl run tuned.yaml\n";
@@ -360,8 +437,12 @@ json answer_json(const experiment::Experiment& experiment, const TuneAnswer& ans
         return nullptr;
       }
       auto f = t->points[p].figure();
-      return {{"variant", t->variant}, {"config", t->config}, {"mean", f.mean}, {"half_width", f.half_width},
-              {"samples", t->points[p].samples}, {"slo_missed", t->points[p].slo_missed}};
+      json out = {{"variant", t->variant}, {"config", t->config}, {"mean", f.mean}, {"half_width", f.half_width},
+                  {"samples", t->points[p].samples}, {"slo_missed", t->points[p].slo_missed}};
+      if (t->points[p].missed_at) {
+        out["missed_at"] = *t->points[p].missed_at;
+      }
+      return out;
     };
     points.push_back({{"point", v.point}, {"best", entry(v.best)}, {"runner_up", entry(v.runner_up)}, {"tie", v.tie},
                       {"ratio", v.ratio ? json(*v.ratio) : json(nullptr)}, {"low", v.low ? json(*v.low) : json(nullptr)},
@@ -407,6 +488,14 @@ std::string tuned_yaml(const experiment::Experiment& experiment, const TuneAnswe
       bench[key == "concurrency" ? "levels" : key] = kv.second;
     }
     benchmarks.push_back(bench);
+  }
+  // The tuning's SLO stays the load's: its goodput and its bisection need the bounds.
+  if (auto slo = root["tune"]["slo"]; slo && slo.IsMap()) {
+    for (auto bench : benchmarks) {
+      if (bench.IsMap() && bench["name"] && bench["name"].as<std::string>() == spec.load && !bench["slo"]) {
+        bench["slo"] = slo;
+      }
+    }
   }
   head["benchmarks"] = benchmarks;
 

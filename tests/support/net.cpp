@@ -7,12 +7,16 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <mutex>
 #include <stdexcept>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace specctl::test {
@@ -31,14 +35,36 @@ sockaddr_in ipv4_address(const std::string& ip, int port) {
 } // namespace
 
 int free_port(const std::string& ip) {
-  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in address = ipv4_address(ip, 0);
-  socklen_t length = sizeof address;
-  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw std::runtime_error("cannot bind a free port on " + ip + ": " + std::strerror(errno));
+  // Tests run side by side (ctest -j), each its own process: a port one of them read back
+  // from bind(0) and closed could be handed to the next, whose sshd then sat on another's
+  // server port. So ports come from below the kernel's ephemeral range (no bind(0) or
+  // outgoing connection takes them), each held by a lock file for the life of the process
+  // that took it (flock: released even by kill -9). Below 30000, where the examples serve.
+  constexpr int k_first = 20000;
+  constexpr int k_count = 9990;
+  static std::mutex mutex;
+  static std::vector<util::UniqueFd> held;
+  std::lock_guard lock(mutex);
+  const std::string dir = "/tmp/specctl-test-ports";
+  if (::mkdir(dir.c_str(), 0777) == 0) {
+    ::chmod(dir.c_str(), 0777);
   }
-  return ntohs(address.sin_port);
+  const int start = static_cast<int>(std::random_device{}() % k_count);
+  for (int i = 0; i < k_count; ++i) {
+    const int port = k_first + (start + i) % k_count;
+    util::UniqueFd claim(::open((dir + "/" + std::to_string(port)).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666));
+    if (!claim || ::flock(claim.get(), LOCK_EX | LOCK_NB) != 0) {
+      continue;
+    }
+    util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address = ipv4_address(ip, port);
+    if (fd && ::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      held.push_back(std::move(claim));
+      return port;
+    }
+  }
+  throw std::runtime_error("cannot find a free port on " + ip + " between " + std::to_string(k_first) + " and " +
+                           std::to_string(k_first + k_count - 1));
 }
 
 std::vector<int> distinct_free_ports(std::size_t count) {

@@ -19,8 +19,9 @@ namespace specctl::test {
 
 inline constexpr auto k_socket_timeout = std::chrono::seconds{30};
 
-// A port nobody listens on right now on the IPv4 address `ip` (bind to port 0,
-// read it back, close). Throws std::runtime_error when no port can be bound there.
+// A port nobody listens on right now on the IPv4 address `ip`, and that no other test
+// process is given while this one lives (net.cpp says how). Throws std::runtime_error
+// when no port can be bound there.
 int free_port(const std::string& ip = "127.0.0.1");
 
 // `count` ports free now and distinct from each other: servers on several "nodes"

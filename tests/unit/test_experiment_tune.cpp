@@ -38,7 +38,7 @@ run::Trial trial(const experiment::Experiment& e, const tune::Config& config, co
   REQUIRE_FALSE(t.variant.empty());
   t.status = "ok";
   for (double f : figures) {
-    t.points.push_back(run::TrialPoint{{f * 0.995, f, f * 1.005}, {}});
+    t.points.push_back(run::TrialPoint{{f * 0.995, f, f * 1.005}, {}, std::nullopt});
   }
   return t;
 }
@@ -69,6 +69,50 @@ TEST_CASE("a tuning file's space is its variants: conditional knobs only where t
   CHECK(tp.worst == 10);
   CHECK(tp.expected > tp.fewest);
   CHECK(tp.expected <= tp.worst);
+}
+
+TEST_CASE("the tuning's SLO is its load's: a named benchmark without one gets it, and a written load bisects with it") {
+  setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+  unsetenv("SPECCTL_TEMPLATE_PATH");
+  specctl::test::TempDir dir;
+  auto load = [&](const std::string& benchmarks, const std::string& tune_lines) {
+    auto file = dir.path() / "tune.yaml";
+    specctl::test::write_file(file, fmt::format("name: t\nserver: {{template: sglang, model: /m}}\n{}tune:\n"
+                                                "  space: {{speculative: [none, eagle3]}}\n{}",
+                                                benchmarks, tune_lines));
+    util::Diagnostics diag;
+    auto e = experiment::load_experiment(file.string(), diag);
+    for (const auto& d : diag.sorted()) {
+      MESSAGE(d.str());
+    }
+    REQUIRE_FALSE(diag.has_errors());
+    REQUIRE(e.tune);
+    return e;
+  };
+  const std::vector<std::pair<std::string, double>> slo{{"ttft_p99_ms", 2000}, {"e2e_p99_ms", 9000}};
+  SUBCASE("named, the SLO in tune") {
+    auto e = load("benchmarks:\n  - {name: open, kind: rate, rates: [1, 4]}\n",
+                  "  load: open\n  slo: {ttft_p99_ms: 2000, e2e_p99_ms: 9000}\n  objective: goodput\n");
+    CHECK(e.tune->slo == slo);
+    CHECK(e.find_benchmark("open")->slo == slo);
+    CHECK(e.tune->objective == experiment::TuneObjective::goodput);
+    CHECK(run::load_points(e) == std::vector<std::string>{"r1", "r4"});
+  }
+  SUBCASE("named, the SLO the benchmark's own") {
+    auto e = load("benchmarks:\n  - {name: open, kind: rate, rates: [1, 4], bisect: 3, "
+                  "slo: {ttft_p99_ms: 2000, e2e_p99_ms: 9000}}\n",
+                  "  load: open\n");
+    CHECK(e.tune->slo == slo);
+    CHECK(run::load_points(e) == std::vector<std::string>{"r1", "r4", "max rate"});
+  }
+  SUBCASE("written in the tune block, bisecting against tune.slo") {
+    auto e = load("", "  load: {rates: [2, 8], bisect: 3}\n  slo: {ttft_p99_ms: 2000, e2e_p99_ms: 9000}\n");
+    const auto* bench = e.find_benchmark("load");
+    REQUIRE(bench != nullptr);
+    CHECK(bench->slo == slo);
+    CHECK(bench->bisect == 3);
+    CHECK(run::load_points(e) == std::vector<std::string>{"r2", "r8", "max rate"});
+  }
 }
 
 TEST_CASE("the tuning's answer names the winners per load, the crossover and the margin with its interval") {

@@ -212,8 +212,10 @@ struct ReportSpec {
   std::vector<std::string> formats = {"md", "csv", "json", "html", "junit"};
 };
 
-// What `specctl tune` optimises at each load point (tune.objective).
-enum class TuneObjective { output_tok_s, per_user_tok_s };
+// What `specctl tune` optimises at each load point (tune.objective): output tok/s,
+// one stream's tok/s (1000 / tpot_p50_ms), or goodput (requests per second that
+// completed within every per-request bound of the SLO: the level's goodput_rps).
+enum class TuneObjective { output_tok_s, per_user_tok_s, goodput };
 std::string_view objective_name(TuneObjective objective);
 
 // A tuning file's `tune:` block. Its space is expanded into the experiment's
@@ -225,6 +227,8 @@ struct TuneSpec {
   // The concurrency or rate benchmark whose levels are the load points.
   std::string load;
   // Upper bounds on level metrics ("ttft_p99_ms" -> 2000), checked at each load point.
+  // The load benchmark holds the same bounds (one of the two gives them to the other),
+  // so its levels carry goodput_rps and a rate load can bisect for its highest rate.
   std::vector<std::pair<std::string, double>> slo;
   TuneObjective objective = TuneObjective::output_tok_s;
   // The most trials launched (a launch is a model load), and the time they may take.

@@ -20,9 +20,14 @@ namespace specctl::run {
 
 // One load point of one trial, as measured: the objective's samples (one per
 // repeat), and the SLO metrics that were over their bound ("ttft_p99_ms 2310 > 2000").
+// A rate load that bisects (`bisect:`) has one more point, "max rate": the highest
+// rate that met the SLO (its one sample) and the lowest above it that missed.
 struct TrialPoint {
   std::vector<double> samples;
   std::vector<std::string> slo_missed;
+  // The max rate point's: the true highest rate lies in [samples[0], missed_at), so the
+  // figure's half-width is the gap (both sides: intervals are compared as symmetric).
+  std::optional<double> missed_at;
   tune::Figure figure() const;
 };
 
@@ -40,7 +45,8 @@ std::optional<Trial> read_trial(const nlohmann::json& result, const experiment::
 // The trials as the search sees them: each configuration's figure per load point.
 tune::Measured measured_of(const std::vector<Trial>& trials);
 
-// The load points of a tuning: "c1", "c10" or "r2".
+// The load points of a tuning: "c1", "c10" or "r2", and "max rate" last where a rate load bisects.
+inline constexpr std::string_view k_max_rate_point = "max rate";
 std::vector<std::string> load_points(const experiment::Experiment& experiment);
 tune::Options search_options(const experiment::Experiment& experiment);
 
