@@ -19,7 +19,7 @@ using detail::LayerEntry;
 const std::vector<std::string> k_tune_keys = {"space", "load",  "slo",         "objective",
                                               "budget", "noise", "speculation", "parallel"};
 const std::vector<std::string> k_dimension_keys = {"values", "range", "start", "where"};
-const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s", "goodput"};
+const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s", "goodput", "tok_per_j"};
 // A range is searched, not swept, but its values are still each a variant.
 constexpr std::int64_t k_max_range = 1000;
 // The value of a knob that means "not set" (no speculation: `speculative: none`).
@@ -335,6 +335,8 @@ std::string_view objective_name(TuneObjective objective) {
     return "per_user_tok_s";
   case TuneObjective::goodput:
     return "goodput";
+  case TuneObjective::tok_per_j:
+    return "tok_per_j";
   case TuneObjective::output_tok_s:
     break;
   }
@@ -390,6 +392,7 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
     if (auto name = objective.as_choice(k_objectives)) {
       spec.objective = *name == "per_user_tok_s" ? TuneObjective::per_user_tok_s
                        : *name == "goodput"      ? TuneObjective::goodput
+                       : *name == "tok_per_j"    ? TuneObjective::tok_per_j
                                                  : TuneObjective::output_tok_s;
       if (spec.objective == TuneObjective::goodput && spec.slo.empty() && !spec.load.empty()) {
         objective.error("goodput counts the requests that meet the SLO: give the tuning one, e.g. "

@@ -213,7 +213,9 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
           sample = 1000.0 / *tpot;
         }
       } else {
-        sample = number_at(m, {spec.objective == experiment::TuneObjective::goodput ? "goodput_rps" : "output_tok_s"});
+        sample = number_at(m, {spec.objective == experiment::TuneObjective::goodput     ? "goodput_rps"
+                               : spec.objective == experiment::TuneObjective::tok_per_j ? "tok_per_j"
+                                                                                        : "output_tok_s"});
       }
       if (sample) {
         point.samples.push_back(*sample);

@@ -284,12 +284,23 @@ std::optional<std::string> VariantRun::scrape_metrics() {
   return std::nullopt;
 }
 
-VariantRun::Window VariantRun::open_window() { return Window{log_size(*m_host, m_server->files.log()), scrape_metrics()}; }
+VariantRun::Window VariantRun::open_window(TelemetryLabel label) {
+  Window window{log_size(*m_host, m_server->files.log()), scrape_metrics(), std::move(label), false, {}};
+  start_sampling(window);
+  return window;
+}
+
+VariantRun::Window VariantRun::client_window(const ClientWindow& opened, TelemetryLabel label) {
+  Window window{opened.log_from, opened.metrics_before, std::move(label), false, {}};
+  start_sampling(window);
+  return window;
+}
 
 // The window's server metrics and accept length into `holder`: the log from
 // its size at the opening to now, in one read (up to k_max_window_bytes), and
 // the counters' difference; the accept length names its source.
-void VariantRun::close_window(const Window& window, ordered& holder, const bench::LevelResult& level) {
+void VariantRun::close_window(Window& window, ordered& holder, const bench::LevelResult& level) {
+  take_samples(window);
   std::string bytes;
   if (window.log_from) {
     auto read = remote::read_file_from(*m_host, m_server->files.log(), *window.log_from, k_max_window_bytes);
@@ -319,6 +330,7 @@ void VariantRun::close_window(const Window& window, ordered& holder, const bench
     holder["accept_length_source"] = {
         {"kind", server::accept_source_name(accept->kind)}, {"how", accept->source}, {"over", accept->over}};
   }
+  telemetry_figures(window, holder, level);
 }
 
 void VariantRun::write_requests(const std::string& benchmark, const std::string& content) {
@@ -346,14 +358,15 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     options.common.stop = watch->stop_flag();
     options.common.on_request_failed = [&](bench::FailureKind kind) { watch->poke(kind); };
     options.common.hold = watch->hold_flag();
-    options.common.on_measured_start = [&] { window = open_window(); };
+    const TelemetryLabel label{spec.name, "single", 1};
+    options.common.on_measured_start = [&] { window = open_window(label); };
     tally.categories = bench::categories_of(options.common.prompts);
     tally.honesty.workload(options.common.prompts);
     const auto parts = windows_per_category() ? bench::split_by_category(options.common.prompts, spec.runs)
                                               : std::vector<bench::CategoryPart>{};
     auto result = parts.empty() ? client().single_stream(spec, options, *watch,
                                                          [&](const ClientWindow& w) {
-                                                           window = Window{w.log_from, w.metrics_before};
+                                                           window = client_window(w, label);
                                                          })
                                 : single_stream_by_category(spec, options, parts, *watch, window, tally.accepts);
     entry["client"] = client().describe(spec);
@@ -430,7 +443,7 @@ void VariantRun::run_command(const experiment::BenchmarkSpec& spec, ordered& ent
   context.url = on_host ? fmt::format("http://127.0.0.1:{}", m_config.port) : m_server->base_url();
   remote::LocalHost local;
   remote::Host& where = on_host ? *m_host : static_cast<remote::Host&>(local);
-  auto window = open_window();
+  auto window = open_window({spec.name, "command", 1});
   util::Duration timeout = spec.timeout > util::Duration::zero() ? spec.timeout : k_command_timeout;
   auto outcome = must(run_command_benchmark(where, spec, context, timeout), m_phase);
   entry["command"] = outcome.command_line;

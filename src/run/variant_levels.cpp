@@ -85,7 +85,11 @@ void VariantRun::run_levels(const experiment::BenchmarkSpec& spec, ordered& entr
     auto level_common = common;
     level_common.warmup = first ? spec.warmup : 0;
     level_common.prompt_tag = fmt::format("{} r{}", spec.name, r);
-    level_common.on_measured_start = [&] { window = open_window(); };
+    const TelemetryLabel label{spec.name,
+                               rate ? (std::isfinite(point.rate) ? fmt::format("r{:g}", point.rate) : "rinf")
+                                    : fmt::format("c{}", point.level),
+                               r};
+    level_common.on_measured_start = [&] { window = open_window(label); };
     if (redraw && place > 0) {
       auto drawn = bench::make_workload(bench::with_seed_offset(*spec.prompts.workload, place));
       if (!drawn) {
@@ -96,7 +100,7 @@ void VariantRun::run_levels(const experiment::BenchmarkSpec& spec, ordered& entr
     }
     const std::string repeat_text = repeats > 1 ? fmt::format(" #{}", r) : "";
     const std::string search_text = point.search ? " (SLO search)" : "";
-    const auto on_window = [&](const ClientWindow& w) { window = Window{w.log_from, w.metrics_before}; };
+    const auto on_window = [&](const ClientWindow& w) { window = client_window(w, label); };
     if (rate) {
       // A schedule of its own for every level and repeat, the same on every run of the experiment.
       const auto duration = std::chrono::duration_cast<std::chrono::milliseconds>(spec.duration);

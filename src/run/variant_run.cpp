@@ -78,6 +78,7 @@ ordered VariantRun::run(bool& transient) {
     failure = PhaseFailure{m_phase, Error(fmt::format("internal error: {}", e.what()))};
   }
   if (m_server) {
+    stop_telemetry();
     tear_down();
   }
   copy_log();
@@ -160,7 +161,9 @@ void VariantRun::execute() {
   end({{"tag", tag}, {"pid", m_server->pid}});
 
   begin("load");
+  start_telemetry();
   auto load = must(server::wait_ready(*m_host, *m_server, m_config, *m_reporter, m_s.options.stop), "load");
+  load_telemetry_done();
   ordered milestones = ordered::object();
   for (const auto& [name, at] : load.milestones) {
     milestones[name] = std::chrono::duration<double>(at).count();

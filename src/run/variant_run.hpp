@@ -15,6 +15,7 @@
 #include <specctl/bench/breakdown.hpp>
 #include <specctl/bench/calibration.hpp>
 #include <specctl/report/result_writer.hpp>
+#include <specctl/run/telemetry.hpp>
 #include <specctl/server/lifecycle.hpp>
 
 #include <chrono>
@@ -77,14 +78,27 @@ private:
   BenchClient& client();
   const bench::Target& target();
   void run_warmup();
-  // A benchmark window: the log's size and the Prometheus counters when it opened.
+  // A benchmark window: the log's size and the Prometheus counters when it opened,
+  // and the GPU telemetry sampled through it (telemetry.csv names it by `label`).
   struct Window {
     std::optional<std::uint64_t> log_from;
     std::optional<std::string> metrics_before;
+    TelemetryLabel label;
+    bool sampling = false;
+    std::vector<GpuSample> samples;
   };
   std::optional<std::string> scrape_metrics();
-  Window open_window();
-  void close_window(const Window& window, ordered& holder, const bench::LevelResult& level);
+  Window open_window(TelemetryLabel label);
+  // A window the benchmark client opened on the host.
+  Window client_window(const ClientWindow& opened, TelemetryLabel label);
+  void close_window(Window& window, ordered& holder, const bench::LevelResult& level);
+  // variant_telemetry.cpp: the GPU telemetry of the load and of each window.
+  void start_telemetry();
+  void load_telemetry_done();
+  void start_sampling(Window& window);
+  void take_samples(Window& window);
+  void telemetry_figures(Window& window, ordered& holder, const bench::LevelResult& level);
+  void stop_telemetry();
   void write_requests(const std::string& benchmark, const std::string& content);
   // A measured level in vLLM's --save-result shape, beside the requests (vllm-BENCH-TAG.json).
   void write_vllm_level(const experiment::BenchmarkSpec& spec, const std::string& tag, const bench::LevelResult& level);
@@ -125,6 +139,10 @@ private:
   std::optional<server::RunningServer> m_server;
   std::optional<bench::Target> m_target;
   std::optional<BenchClient> m_client;
+  std::optional<TelemetrySampler> m_telemetry;
+  // telemetry.csv's rows so far, and the host time of the first sample.
+  std::string m_telemetry_rows;
+  std::optional<double> m_telemetry_t0;
   std::string m_phase = "start";
   Clock::time_point m_phase_start = Clock::now();
 };

@@ -91,7 +91,8 @@ bench::SingleStreamResult VariantRun::single_stream_by_category(const experiment
     part_options.common.prompts = part.prompts;
     part_options.common.prompt_tag = fmt::format("{} {}", spec.name, part.category);
     part_options.common.warmup = p == 0 ? options.common.warmup : 0;
-    part_options.common.on_measured_start = [&] { part_window = open_window(); };
+    const TelemetryLabel label{spec.name, "single", 1};
+    part_options.common.on_measured_start = [&] { part_window = open_window(label); };
     if (options.common.on_progress) {
       // "single-stream code": which part the progress line is of.
       part_options.common.on_progress = [inner = options.common.on_progress, &part](const bench::Progress& progress) {
@@ -103,13 +104,16 @@ bench::SingleStreamResult VariantRun::single_stream_by_category(const experiment
       };
     }
     auto result = client().single_stream(spec, part_options, watch, [&](const ClientWindow& w) {
-      part_window = Window{w.log_from, w.metrics_before};
+      part_window = client_window(w, label);
     });
-    if (p == 0) {
-      window = part_window;
-    }
     ordered holder;
     close_window(part_window, holder, result.level);
+    // The benchmark's window: the first part's log, and every part's telemetry.
+    if (p == 0) {
+      window = part_window;
+    } else {
+      window.samples.insert(window.samples.end(), part_window.samples.begin(), part_window.samples.end());
+    }
     if (holder.contains("metrics") && holder["metrics"].contains("accept_length")) {
       accepts[part.category] = {{"accept_length", holder["metrics"]["accept_length"]},
                                 {"accept_length_source", holder["accept_length_source"]}};

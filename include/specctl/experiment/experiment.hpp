@@ -215,7 +215,7 @@ struct ReportSpec {
 // What `specctl tune` optimises at each load point (tune.objective): output tok/s,
 // one stream's tok/s (1000 / tpot_p50_ms), or goodput (requests per second that
 // completed within every per-request bound of the SLO: the level's goodput_rps).
-enum class TuneObjective { output_tok_s, per_user_tok_s, goodput };
+enum class TuneObjective { output_tok_s, per_user_tok_s, goodput, tok_per_j };
 std::string_view objective_name(TuneObjective objective);
 
 // A tuning file's `tune:` block. Its space is expanded into the experiment's

@@ -15,6 +15,8 @@ namespace specctl::server {
 struct LaunchCommand {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
+  // The template's telemetry_command, its placeholders filled in.
+  std::vector<std::string> telemetry;
   // Things a user should know before running it (e.g. env the engine overwrites).
   std::vector<std::string> warnings;
 

@@ -85,6 +85,9 @@ struct ServerTemplate {
   int default_port = 8000;
   std::string health_path = "/health";
   std::vector<std::string> version_command;
+  // The program that answers as nvidia-smi on the host, for GPU telemetry (placeholders
+  // as in `command`); empty: no telemetry.
+  std::vector<std::string> telemetry_command{"nvidia-smi"};
   std::vector<std::string> overridden_env;
   std::vector<std::string> process_names;
   std::vector<KnobDef> knobs;
