@@ -168,10 +168,13 @@ std::expected<TelemetryProbe, Error> probe_telemetry(remote::Host& host, const s
     auto rejected = rejected_field(asked->out + asked->err);
     auto it = rejected ? std::ranges::find(probe.fields, *rejected) : probe.fields.end();
     if (it == probe.fields.end() || *it == "index" || *it == "timestamp") {
-      probe.warnings.push_back(fmt::format("{}: {} failed (exit code {}): {}: no GPU telemetry", host.describe(),
-                                           command.front(), asked->exit_code,
-                                           util::clip(util::first_line(asked->err.empty() ? asked->out : asked->err),
-                                                      200)));
+      // nvidia-smi's own sentence ends with a stop; ours follows it after a semicolon.
+      auto said = util::first_line(asked->err.empty() ? asked->out : asked->err);
+      if (!said.empty() && said.back() == '.') {
+        said.pop_back();
+      }
+      probe.warnings.push_back(fmt::format("{}: {} failed (exit code {}): {}; no GPU telemetry", host.describe(),
+                                           command.front(), asked->exit_code, util::clip(said, 200)));
       probe.fields.clear();
       return probe;
     }
