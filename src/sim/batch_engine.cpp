@@ -133,6 +133,7 @@ StepResult BatchEngine::prefill(double now_s) {
   result.batch = static_cast<int>(picked.size());
   result.prefill_tokens = tokens;
   result.duration_s = m_model.prefill_ms(tokens, result.batch) / k_ms_per_s;
+  apply_power(result);
   const double end_s = now_s + result.duration_s;
   for (auto& entry : picked) {
     // The prefill pass samples the first output token.
@@ -160,6 +161,7 @@ StepResult BatchEngine::decode(double now_s) {
   StepResult result{.kind = StepKind::decode};
   result.batch = running();
   result.duration_s = m_model.step_ms(result.batch) / k_ms_per_s;
+  apply_power(result);
   const double end_s = now_s + result.duration_s;
   const bool speculative = m_model.speculative();
   std::erase_if(m_running, [&](Entry& entry) {
@@ -184,6 +186,28 @@ StepResult BatchEngine::decode(double now_s) {
     return finished;
   });
   return result;
+}
+
+long BatchEngine::forward_tokens(const StepResult& step) const {
+  switch (step.kind) {
+  case StepKind::prefill:
+    return std::max(1, step.prefill_tokens);
+  case StepKind::decode: {
+    const auto& spec = m_model.variant().spec;
+    return static_cast<long>(step.batch) * (spec ? spec->draft_tokens : 1);
+  }
+  case StepKind::idle:
+    break;
+  }
+  return 0;
+}
+
+void BatchEngine::apply_power(StepResult& result) const {
+  const PassPower pass = limit_pass(pass_power_w(forward_tokens(result), m_power), m_power.limit_w, m_power);
+  result.duration_s *= pass.slowdown;
+  result.power_w = pass.power_w;
+  result.sm_mhz = pass.sm_mhz;
+  result.power_capped = pass.capped;
 }
 
 int BatchEngine::draw_accept_length(Entry& entry) {

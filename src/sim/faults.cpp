@@ -12,7 +12,7 @@
 namespace specctl::sim {
 namespace {
 
-enum class ArgKind { none, fraction, count, duration };
+enum class ArgKind { none, fraction, count, duration, range };
 
 struct FaultInfo {
   FaultKind kind;
@@ -35,6 +35,7 @@ constexpr std::array k_faults{
     FaultInfo{FaultKind::http_500, "http-500", ArgKind::fraction, 0.5},
     FaultInfo{FaultKind::orphan_workers, "orphan-workers", ArgKind::none, 0.0},
     FaultInfo{FaultKind::ignore_sigterm, "ignore-sigterm", ArgKind::none, 0.0},
+    FaultInfo{FaultKind::power_cap, "power-cap", ArgKind::range, 0.0},
 };
 
 constexpr std::chrono::milliseconds k_default_first_token_delay{5000};
@@ -123,6 +124,24 @@ std::expected<Fault, std::string> parse_fault(std::string_view spec) {
           fmt::format("fault \"{}\": expected a request count, e.g. \"{}:10\", got \"{}\"", kind, kind, arg));
     }
     fault.count = value;
+    break;
+  }
+  case ArgKind::range: {
+    const auto dash = arg.find('-');
+    int from = 0;
+    int until = 0;
+    const auto a = dash == std::string_view::npos ? arg : arg.substr(0, dash);
+    const auto b = dash == std::string_view::npos ? std::string_view{} : arg.substr(dash + 1);
+    const auto [end_a, ec_a] = std::from_chars(a.data(), a.data() + a.size(), from);
+    const auto [end_b, ec_b] = std::from_chars(b.data(), b.data() + b.size(), until);
+    if (!has_arg || dash == std::string_view::npos || ec_a != std::errc{} || end_a != a.data() + a.size() ||
+        ec_b != std::errc{} || end_b != b.data() + b.size() || from < 1 || until < from) {
+      return std::unexpected(fmt::format(
+          "fault \"{}\": expected requests FIRST-LAST (1 or more, FIRST <= LAST), e.g. \"{}:10-20\", got \"{}\"", kind,
+          kind, arg));
+    }
+    fault.count = from;
+    fault.until = until;
     break;
   }
   case ArgKind::duration:

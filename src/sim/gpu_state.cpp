@@ -69,9 +69,14 @@ std::expected<GpuConfig, std::string> load_gpu_config(const std::filesystem::pat
       config.cuda_version = value;
     } else if (key == "uuid_seed") {
       ok = parse_into(value, config.uuid_seed);
+    } else if (key == "power_limit_w") {
+      ok = parse_into(value, config.power_limit_w) && config.power_limit_w >= 200 && config.power_limit_w <= 2000;
+    } else if (key == "energy_counter") {
+      ok = value == "0" || value == "1";
+      config.energy_counter = value == "1";
     } else {
       return std::unexpected(fmt::format("{}: unknown key \"{}\" (known: count, memory_total_mib, name, "
-                                         "driver_version, cuda_version, uuid_seed)",
+                                         "driver_version, cuda_version, uuid_seed, power_limit_w, energy_counter)",
                                          file.string(), key));
     }
     if (!ok) {

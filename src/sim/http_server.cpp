@@ -231,6 +231,8 @@ std::string sim_truth_body(const ServerContext& context) {
                                                 {"finish_s", done.finish_s}});
     }
   }
+  auto energy = context.power != nullptr ? context.power->truth() : nlohmann::ordered_json();
+  auto power_cap = context.scheduler != nullptr ? context.scheduler->power_cap_truth() : nlohmann::ordered_json();
   return nlohmann::ordered_json{{"engine", engine_name(context.engine)},
                                 {"speculative", context.model->speculative()},
                                 {"draft_depth", context.draft_depth},
@@ -244,6 +246,8 @@ std::string sim_truth_body(const ServerContext& context) {
                                   {"accepted_tokens", stats.spec_accepted()},
                                   {"accepted_per_pos", per_pos},
                                   {"accept_length", stats.spec_accept_length_since_boot()}}},
+                                {"energy", std::move(energy)},
+                                {"power_cap", std::move(power_cap)},
                                 {"requests", requests}}
       .dump();
 }

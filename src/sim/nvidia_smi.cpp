@@ -1,12 +1,16 @@
 #include <specctl/sim/nvidia_smi.hpp>
 
+#include "nvidia_smi_columns.hpp"
+
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <ctime>
-#include <functional>
-#include <optional>
+#include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <optional>
 
 namespace specctl::sim {
 namespace {
@@ -14,6 +18,7 @@ namespace {
 // nvidia-smi's documented return values.
 constexpr int k_exit_invalid_argument = 2;
 constexpr int k_exit_not_found = 6;
+constexpr timespec k_no_wait{.tv_sec = 0, .tv_nsec = 0};
 
 constexpr std::string_view k_invalid_combination =
     "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n";
@@ -31,7 +36,18 @@ struct Request {
   std::optional<std::string> ids;
   bool list = false;
   bool help = false;
+  // -lms / -l: print again every interval until SIGINT or SIGTERM.
+  std::optional<std::chrono::milliseconds> loop;
 };
+
+// -l without an interval.
+constexpr std::chrono::seconds k_default_loop{5};
+
+// A loop interval: digits only, short enough for a long.
+bool is_interval(std::string_view text) {
+  constexpr std::size_t k_max_digits = 9;
+  return !text.empty() && text.size() <= k_max_digits && text.find_first_not_of("0123456789") == std::string::npos;
+}
 
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
@@ -97,6 +113,22 @@ std::optional<Request> parse(std::span<const std::string> args) {
       if (!request.ids) {
         return std::nullopt;
       }
+    } else if (name == "-lms" || name == "--loop-ms" || name == "-l" || name == "--loop") {
+      const bool seconds = name == "-l" || name == "--loop";
+      // -l's interval is optional (5 s); a following argument is its interval only if a number.
+      std::optional<std::string> text = value;
+      if (!text && i + 1 < args.size() && is_interval(args[i + 1])) {
+        text = args[++i];
+      }
+      if (!text && seconds) {
+        text = std::to_string(k_default_loop.count());
+      }
+      if (!text || !is_interval(*text) || std::stol(*text) < 1) {
+        return std::nullopt;
+      }
+      const long every = std::stol(*text);
+      request.loop =
+          seconds ? std::chrono::milliseconds{std::chrono::seconds{every}} : std::chrono::milliseconds{every};
     } else if (name == "-L" || name == "--list-gpus") {
       request.list = true;
     } else if (name == "-h" || name == "--help") {
@@ -112,103 +144,6 @@ std::optional<Request> parse(std::span<const std::string> args) {
     return std::nullopt;
   }
   return request;
-}
-
-// A column: its header (with units) and how to render a value.
-template <typename Row> struct Column {
-  std::string header;
-  std::function<std::string(const Row&, bool units)> value;
-};
-
-struct GpuRow {
-  int index = 0;
-  long used_mib = 0;
-  int processes = 0;
-};
-
-struct AppRow {
-  const AppEntry* app = nullptr;
-};
-
-std::string mib(long value, bool units) {
-  return units ? fmt::format("{} MiB", value) : fmt::format("{}", value);
-}
-
-std::optional<Column<GpuRow>> gpu_column(const std::string& field, const SmiSnapshot& s) {
-  const auto& c = s.config;
-  if (field == "index") {
-    return Column<GpuRow>{"index", [](const GpuRow& r, bool) { return std::to_string(r.index); }};
-  }
-  if (field == "uuid" || field == "gpu_uuid") {
-    return Column<GpuRow>{"uuid", [&c](const GpuRow& r, bool) { return gpu_uuid(c, r.index); }};
-  }
-  if (field == "name" || field == "gpu_name") {
-    return Column<GpuRow>{"name", [&c](const GpuRow&, bool) { return c.name; }};
-  }
-  if (field == "memory.used") {
-    return Column<GpuRow>{"memory.used [MiB]", [](const GpuRow& r, bool u) { return mib(r.used_mib, u); }};
-  }
-  if (field == "memory.total") {
-    return Column<GpuRow>{"memory.total [MiB]", [&c](const GpuRow&, bool u) { return mib(c.memory_total_mib, u); }};
-  }
-  if (field == "memory.free") {
-    return Column<GpuRow>{"memory.free [MiB]", [&c](const GpuRow& r, bool u) {
-                            return mib(std::max(0L, c.memory_total_mib - r.used_mib), u);
-                          }};
-  }
-  if (field == "count") {
-    return Column<GpuRow>{"count", [&c](const GpuRow&, bool) { return std::to_string(c.count); }};
-  }
-  if (field == "driver_version") {
-    return Column<GpuRow>{"driver_version", [&c](const GpuRow&, bool) { return c.driver_version; }};
-  }
-  if (field == "pci.bus_id" || field == "gpu_bus_id") {
-    return Column<GpuRow>{"pci.bus_id", [](const GpuRow& r, bool) { return gpu_bus_id(r.index); }};
-  }
-  if (field == "utilization.gpu") {
-    return Column<GpuRow>{"utilization.gpu [%]", [](const GpuRow& r, bool u) {
-                            const int busy = r.processes > 0 ? 100 : 0;
-                            return u ? fmt::format("{} %", busy) : std::to_string(busy);
-                          }};
-  }
-  if (field == "temperature.gpu") {
-    return Column<GpuRow>{"temperature.gpu",
-                          [](const GpuRow& r, bool) { return std::to_string(r.processes > 0 ? 41 : 29); }};
-  }
-  if (field == "pstate") {
-    return Column<GpuRow>{"pstate", [](const GpuRow&, bool) { return std::string("P0"); }};
-  }
-  if (field == "serial") {
-    return Column<GpuRow>{"serial", [](const GpuRow& r, bool) { return fmt::format("165232400{:04d}", r.index); }};
-  }
-  return std::nullopt;
-}
-
-std::optional<Column<AppRow>> app_column(const std::string& field, const SmiSnapshot& s) {
-  const auto& c = s.config;
-  if (field == "pid") {
-    return Column<AppRow>{"pid", [](const AppRow& r, bool) { return std::to_string(r.app->pid); }};
-  }
-  if (field == "process_name" || field == "name") {
-    return Column<AppRow>{"process_name", [](const AppRow& r, bool) { return r.app->name; }};
-  }
-  if (field == "used_memory" || field == "used_gpu_memory") {
-    return Column<AppRow>{"used_gpu_memory [MiB]", [](const AppRow& r, bool u) { return mib(r.app->used_mib, u); }};
-  }
-  if (field == "gpu_uuid") {
-    return Column<AppRow>{"gpu_uuid", [&c](const AppRow& r, bool) { return gpu_uuid(c, r.app->gpu); }};
-  }
-  if (field == "gpu_name") {
-    return Column<AppRow>{"gpu_name", [&c](const AppRow&, bool) { return c.name; }};
-  }
-  if (field == "gpu_bus_id") {
-    return Column<AppRow>{"gpu_bus_id", [](const AppRow& r, bool) { return gpu_bus_id(r.app->gpu); }};
-  }
-  if (field == "gpu_serial") {
-    return Column<AppRow>{"gpu_serial",
-                          [](const AppRow& r, bool) { return fmt::format("165232400{:04d}", r.app->gpu); }};
-  }
-  return std::nullopt;
 }
 
 template <typename Row, typename Lookup>
@@ -288,12 +223,12 @@ std::string table(const SmiSnapshot& s, const std::vector<GpuRow>& rows, const s
   out += "|                                         |                        |               MIG M. |\n";
   out += "|=========================================+========================+======================|\n";
   for (const auto& row : rows) {
-    const bool busy = row.processes > 0;
+    const auto& g = row.reading;
     out += fmt::format("| {:>3}  {:<29}  On  | {:>18} Off |                    0 |\n", row.index,
                        s.config.name.substr(0, 29), gpu_bus_id(row.index));
-    out += fmt::format("| N/A   {:>2}C    P0            {:>3}W /  700W | {:>22} | {:>5}%      Default |\n",
-                       busy ? 41 : 29, busy ? 312 : 76,
-                       fmt::format("{}MiB / {}MiB", row.used_mib, s.config.memory_total_mib), busy ? 100 : 0);
+    out += fmt::format("| N/A   {:>2.0f}C    P0            {:>3.0f}W / {:>4.0f}W | {:>22} | {:>5.0f}%      Default |\n",
+                       g.temperature_c, g.power_w, g.limit_w,
+                       fmt::format("{}MiB / {}MiB", row.used_mib, s.config.memory_total_mib), g.util_pct);
     out += "|                                         |                        |             Disabled |\n";
     out += rule;
   }
@@ -332,16 +267,20 @@ SmiOutput render_nvidia_smi(std::span<const std::string> args, const SmiSnapshot
                      "    -i,   --id=                    Target a specific GPU (index, UUID or PCI bus id).\n"
                      "    --query-gpu=                   index,uuid,name,memory.used,memory.total,memory.free,...\n"
                      "    --query-compute-apps=          pid,process_name,used_memory,gpu_uuid,...\n"
-                     "    --format=                      csv[,noheader][,nounits]\n",
+                     "    --format=                      csv[,noheader][,nounits]\n"
+                     "    -l,   --loop=                  Probe until Ctrl+C at specified second interval.\n"
+                     "    -lms, --loop-ms=               Probe until Ctrl+C at specified millisecond interval.\n",
                      ""};
   }
   const auto gpus = selected_gpus(*request, snapshot.config);
   if (!gpus) {
     return SmiOutput{k_exit_not_found, "No devices were found\n", ""};
   }
+  const PowerSpec spec = power_spec(snapshot.config);
   std::vector<GpuRow> gpu_rows;
   for (int index : *gpus) {
-    GpuRow row{.index = index};
+    const auto at = static_cast<std::size_t>(index);
+    GpuRow row{.index = index, .reading = at < snapshot.gpus.size() ? snapshot.gpus[at] : idle_reading(spec)};
     for (const auto& app : snapshot.apps) {
       if (app.gpu == index) {
         row.used_mib += app.used_mib;
@@ -376,15 +315,43 @@ SmiOutput render_nvidia_smi(std::span<const std::string> args, const SmiSnapshot
   return SmiOutput{0, table(snapshot, gpu_rows, *gpus), ""};
 }
 
+std::optional<std::chrono::milliseconds> smi_loop_interval(std::span<const std::string> args) {
+  const auto request = parse(args);
+  return request ? request->loop : std::nullopt;
+}
+
 namespace {
 
 void write_all(int fd, std::string_view text) {
   while (!text.empty()) {
     const ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0 && errno == EINTR) {
+      continue;
+    }
     if (written <= 0) {
       return;
     }
     text.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+// Waits until `deadline` or SIGINT/SIGTERM (blocked, so one that arrives while a block
+// is being sampled is not lost); true when a signal came.
+bool wait_for_stop(const sigset_t& stops, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      return ::sigtimedwait(&stops, nullptr, &k_no_wait) > 0;
+    }
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
+    const timespec timeout{.tv_sec = static_cast<time_t>(seconds.count()),
+                           .tv_nsec = static_cast<long>(std::chrono::nanoseconds(left - seconds).count())};
+    if (::sigtimedwait(&stops, nullptr, &timeout) > 0) {
+      return true;
+    }
+    if (errno != EINTR && errno != EAGAIN) {
+      return false;
+    }
   }
 }
 
@@ -397,11 +364,50 @@ int run_nvidia_smi(std::span<const std::string> args) {
     write_all(2, "specsim nvidia-smi: " + config.error() + "\n");
     return k_exit_invalid_argument;
   }
-  const SmiSnapshot snapshot{.config = *config, .apps = live_app_entries(dir)};
-  const auto output = render_nvidia_smi(args, snapshot);
-  write_all(1, output.out);
-  write_all(2, output.err);
-  return output.exit_code;
+  const PowerSpec spec = power_spec(*config);
+  const auto sample = [&] {
+    SmiSnapshot snapshot{.config = *config, .apps = live_app_entries(dir)};
+    snapshot.gpus = read_gpu_power(dir, config->count, spec, snapshot.now);
+    return snapshot;
+  };
+  const auto request = parse(args);
+  if (!request || !request->loop) {
+    const auto output = render_nvidia_smi(args, sample());
+    write_all(1, output.out);
+    write_all(2, output.err);
+    return output.exit_code;
+  }
+  // The loop: SIGINT and SIGTERM end it between blocks, exit 0.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+  const bool csv_header = (request->query_gpu || request->query_apps) && request->format && request->format->header;
+  const auto interval = *request->loop;
+  auto next = std::chrono::steady_clock::now();
+  for (bool first = true;; first = false) {
+    const auto output = render_nvidia_smi(args, sample());
+    if (output.exit_code != 0) {
+      write_all(1, output.out);
+      write_all(2, output.err);
+      return output.exit_code;
+    }
+    std::string_view block = output.out;
+    if (!first && csv_header) {
+      block.remove_prefix(std::min(block.size(), block.find('\n') + 1));
+    }
+    // One write(2) a block: a reader of a redirected file sees it at once, whole.
+    write_all(1, block);
+    next += interval;
+    // A stall longer than an interval restarts the schedule instead of a burst of blocks.
+    if (const auto now = std::chrono::steady_clock::now(); next < now) {
+      next = now;
+    }
+    if (wait_for_stop(stops, next)) {
+      return 0;
+    }
+  }
 }
 
 } // namespace specctl::sim

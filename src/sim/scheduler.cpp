@@ -40,8 +40,62 @@ double Scheduler::model_time_at(Clock::time_point when) const {
   return m_anchor_model_s + std::chrono::duration<double>(when - m_anchor_real).count() * m_config.speed;
 }
 
+void Scheduler::set_power(const PowerSpec& spec, PowerMeter* meter, std::optional<PowerCapWindow> cap) {
+  m_engine.set_power(spec);
+  m_power = meter;
+  m_power_limit_w = spec.limit_w;
+  m_cap = cap;
+}
+
+void Scheduler::set_capped(bool capped) {
+  m_capped = capped;
+  // The fault halves the enforced limit, as `nvidia-smi -pl` or a site's power manager would.
+  const double limit = capped ? m_power_limit_w / 2.0 : m_power_limit_w;
+  m_engine.set_power_limit(limit);
+  if (m_power != nullptr) {
+    m_power->set_limit(limit);
+  }
+  const auto now = unix_ms(std::chrono::system_clock::now());
+  if (capped) {
+    m_cap_intervals.emplace_back(now, std::nullopt);
+  } else if (!m_cap_intervals.empty()) {
+    m_cap_intervals.back().second = now;
+  }
+}
+
+void Scheduler::user_request_ended(RequestId id) {
+  if (m_open_user.erase(id) == 0) {
+    return;
+  }
+  m_user_ended += 1;
+  if (m_cap && m_capped && m_user_ended >= m_cap->last) {
+    set_capped(false);
+  }
+}
+
+nlohmann::ordered_json Scheduler::power_cap_truth() const {
+  if (!m_cap) {
+    return nullptr;
+  }
+  nlohmann::ordered_json intervals = nlohmann::ordered_json::array();
+  for (const auto& [from, until] : m_cap_intervals) {
+    intervals.push_back(
+        {{"from_unix_ms", from}, {"until_unix_ms", until ? nlohmann::ordered_json(*until) : nlohmann::ordered_json()}});
+  }
+  return {{"first_request", m_cap->first},    {"last_request", m_cap->last}, {"limit_w", m_power_limit_w / 2.0},
+          {"received", m_user_received},      {"ended", m_user_ended},       {"capped", m_capped},
+          {"intervals", std::move(intervals)}};
+}
+
 void Scheduler::submit(RequestId id, int prompt_tokens, int target_tokens, std::chrono::milliseconds first_token_delay,
                        std::shared_ptr<TokenSink> sink, RequestKind kind, PromptShape shape) {
+  if (kind == RequestKind::user) {
+    m_user_received += 1;
+    m_open_user.insert(id);
+    if (m_cap && m_user_received == m_cap->first) {
+      set_capped(true);
+    }
+  }
   // A request that arrives during a step joins at the step's end, as in SGLang.
   if (m_state != State::stepping) {
     m_model_now_s = std::max(m_model_now_s, model_time_at(Clock::now()));
@@ -63,7 +117,9 @@ void Scheduler::submit(RequestId id, int prompt_tokens, int target_tokens, std::
 }
 
 void Scheduler::cancel(RequestId id) {
-  m_engine.cancel(id);
+  if (m_engine.cancel(id)) {
+    user_request_ended(id);
+  }
   m_sinks.erase(id);
   m_stats.running = m_engine.running();
   m_stats.queued = m_engine.waiting();
@@ -71,6 +127,13 @@ void Scheduler::cancel(RequestId id) {
 
 void Scheduler::start_step() {
   m_in_flight = m_engine.step(m_model_now_s);
+  if (m_power != nullptr) {
+    if (m_in_flight.kind == StepKind::idle) {
+      m_power->on_idle();
+    } else {
+      m_power->on_step(m_in_flight.power_w, m_in_flight.sm_mhz, m_in_flight.power_capped);
+    }
+  }
   if (m_in_flight.kind == StepKind::idle) {
     const auto wakeup = m_engine.next_wakeup_s();
     if (!wakeup) {
@@ -143,6 +206,7 @@ void Scheduler::deliver(const StepResult& step) {
   m_stats.queued = m_engine.waiting();
   m_stats.token_usage = static_cast<double>(m_engine.kv_tokens()) / static_cast<double>(m_config.kv_capacity_tokens);
   for (const auto& done : step.completed) {
+    user_request_ended(done.id);
     m_stats.e2e_request_latency.observe((done.finish_s - done.arrival_s) / m_config.speed);
     m_recent.push_back(done);
     log_completed(done);

@@ -315,7 +315,18 @@ int run_server(const Options& options) {
                                       .prefix_cache = prefix_cache_config(options, memory.kv_tokens)},
                       log, stats);
   }
+  // The GPUs' power follows the scheduler's steps; a server without GPUs (llama.cpp's
+  // CPU build) publishes nothing.
+  PowerMeter power(io, gpu_dir, workers.gpus(), gpus->count, power_spec(*gpus));
+  if (scheduler) {
+    std::optional<PowerCapWindow> cap;
+    if (const Fault* fault = faults.find(FaultKind::power_cap)) {
+      cap = PowerCapWindow{.first = fault->count, .last = fault->until};
+    }
+    scheduler->set_power(power_spec(*gpus), &power, cap);
+  }
   ServerContext context;
+  context.power = &power;
   context.options = &options;
   context.model = &model;
   context.log = &log;

@@ -180,6 +180,14 @@ std::expected<WorkerPool, std::string> WorkerPool::spawn(const std::vector<std::
   return pool;
 }
 
+std::vector<int> WorkerPool::gpus() const {
+  std::vector<int> out;
+  for (const auto& worker : m_workers) {
+    out.push_back(worker.gpu);
+  }
+  return out;
+}
+
 void WorkerPool::set_used_mib(long mib) {
   for (const auto& worker : m_workers) {
     if (worker.reaped) {

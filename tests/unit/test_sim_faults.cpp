@@ -19,6 +19,25 @@ TEST_CASE("sim faults: parsing kinds and arguments") {
   CHECK(parse_fault("http-500:0.2")->fraction == 0.2);
   CHECK(parse_fault("orphan-workers")->kind == FaultKind::orphan_workers);
   CHECK(parse_fault("ignore-sigterm")->kind == FaultKind::ignore_sigterm);
+  const auto cap = parse_fault("power-cap:3-7");
+  REQUIRE(cap.has_value());
+  CHECK(cap->kind == FaultKind::power_cap);
+  CHECK(cap->count == 3);
+  CHECK(cap->until == 7);
+  CHECK(parse_fault("power-cap:1-1")->until == 1);
+}
+
+TEST_CASE("sim faults: power-cap takes the requests FIRST-LAST") {
+  for (const auto* bad : {"power-cap", "power-cap:", "power-cap:5", "power-cap:0-3", "power-cap:4-3", "power-cap:a-b",
+                          "power-cap:3-", "power-cap:-3", "power-cap:1-2-3", "power-cap:1.5-3"}) {
+    CAPTURE(bad);
+    const auto parsed = parse_fault(bad);
+    REQUIRE_FALSE(parsed.has_value());
+    CHECK(parsed.error().starts_with("fault \"power-cap\": expected requests FIRST-LAST"));
+  }
+  CHECK(parse_fault("power-cap:4-3").error() ==
+        "fault \"power-cap\": expected requests FIRST-LAST (1 or more, FIRST <= LAST), e.g. \"power-cap:10-20\", "
+        "got \"4-3\"");
 }
 
 TEST_CASE("sim faults: errors name the problem") {

@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 using namespace specctl::sim;
@@ -23,6 +25,47 @@ SmiSnapshot two_workers() {
 SmiOutput smi(std::vector<std::string> args, const SmiSnapshot& snapshot = two_workers()) {
   return render_nvidia_smi(args, snapshot);
 }
+
+// 2026/12/04 12:00:00.123 local time, as nvidia-smi prints its timestamps.
+std::chrono::system_clock::time_point noon() {
+  std::tm local{};
+  local.tm_year = 2026 - 1900;
+  local.tm_mon = 11;
+  local.tm_mday = 4;
+  local.tm_hour = 12;
+  local.tm_isdst = -1;
+  return std::chrono::system_clock::from_time_t(std::mktime(&local)) + std::chrono::milliseconds(123);
+}
+
+// GPU 0 busy, GPU 1 held back by a power cap, GPUs 2 and 3 beyond the readings (idle).
+SmiSnapshot powered() {
+  auto snapshot = two_workers();
+  snapshot.now = noon();
+  snapshot.gpus = {GpuReading{.power_w = 312.454,
+                              .instant_w = 320.0,
+                              .limit_w = 700.0,
+                              .energy_mj = 123456789.4,
+                              .util_pct = 87.4,
+                              .memory_util_pct = 52.44,
+                              .sm_mhz = 1980.0,
+                              .reasons = 0,
+                              .temperature_c = 46.2},
+                   GpuReading{.power_w = 349.996,
+                              .instant_w = 350.0,
+                              .limit_w = 350.0,
+                              .energy_mj = 98765432.0,
+                              .util_pct = 100.0,
+                              .memory_util_pct = 60.0,
+                              .sm_mhz = 1476.61,
+                              .reasons = k_reason_sw_power_cap,
+                              .temperature_c = 49.0}};
+  return snapshot;
+}
+
+// The fields specctl samples through a benchmark.
+const std::string k_telemetry_fields =
+    "--query-gpu=index,timestamp,power.draw,power.limit,utilization.gpu,memory.used,memory.total,temperature.gpu,"
+    "clocks.sm,clocks.max.sm,total_energy_consumption,clocks_event_reasons.active";
 
 // A directory removed with everything in it when the test ends.
 struct ScratchDir {
@@ -135,4 +178,122 @@ TEST_CASE("sim gpu state: where the state lives") {
   CHECK(resolve_gpu_dir("") == "/from/env");
   ::unsetenv("SPECSIM_GPU_DIR");
   CHECK(resolve_gpu_dir("").filename().string().starts_with("specsim-gpus-"));
+}
+
+TEST_CASE("sim nvidia-smi: power, clocks and energy, with and without units and header") {
+  const auto snapshot = powered();
+  CHECK(smi({k_telemetry_fields, "--format=csv", "-i", "0,1,3"}, snapshot).out ==
+        "index, timestamp, power.draw [W], power.limit [W], utilization.gpu [%], memory.used [MiB], "
+        "memory.total [MiB], temperature.gpu, clocks.current.sm [MHz], clocks.max.sm [MHz], "
+        "total_energy_consumption [mJ], clocks_event_reasons.active\n"
+        "0, 2026/12/04 12:00:00.123, 312.45 W, 700.00 W, 87 %, 22394 MiB, 143771 MiB, 46, 1980 MHz, 1980 MHz, "
+        "123456789 mJ, 0x0000000000000000\n"
+        "1, 2026/12/04 12:00:00.123, 350.00 W, 350.00 W, 100 %, 22394 MiB, 143771 MiB, 49, 1477 MHz, 1980 MHz, "
+        "98765432 mJ, 0x0000000000000004\n"
+        "3, 2026/12/04 12:00:00.123, 75.00 W, 700.00 W, 0 %, 0 MiB, 143771 MiB, 30, 345 MHz, 1980 MHz, 0 mJ, "
+        "0x0000000000000001\n");
+  CHECK(smi({k_telemetry_fields, "--format=csv,noheader,nounits", "-i", "0,1"}, snapshot).out ==
+        "0, 2026/12/04 12:00:00.123, 312.45, 700.00, 87, 22394, 143771, 46, 1980, 1980, 123456789, "
+        "0x0000000000000000\n"
+        "1, 2026/12/04 12:00:00.123, 350.00, 350.00, 100, 22394, 143771, 49, 1477, 1980, 98765432, "
+        "0x0000000000000004\n");
+  CHECK(smi({k_telemetry_fields, "--format=csv,nounits", "-i", "1"}, snapshot).out ==
+        "index, timestamp, power.draw [W], power.limit [W], utilization.gpu [%], memory.used [MiB], "
+        "memory.total [MiB], temperature.gpu, clocks.current.sm [MHz], clocks.max.sm [MHz], "
+        "total_energy_consumption [mJ], clocks_event_reasons.active\n"
+        "1, 2026/12/04 12:00:00.123, 350.00, 350.00, 100, 22394, 143771, 49, 1477, 1980, 98765432, "
+        "0x0000000000000004\n");
+}
+
+TEST_CASE("sim nvidia-smi: the other power fields, aliases under their canonical names, reasons by name") {
+  const auto snapshot = powered();
+  CHECK(smi({"--query-gpu=power.draw.instant,power.draw.average,enforced.power.limit,utilization.memory,"
+             "clocks.current.sm,clocks.gr,clocks.max.graphics,clocks.max.gr",
+             "--format=csv", "-i", "1"},
+            snapshot)
+            .out == "power.draw.instant [W], power.draw.average [W], enforced.power.limit [W], "
+                    "utilization.memory [%], clocks.current.sm [MHz], clocks.current.graphics [MHz], "
+                    "clocks.max.graphics [MHz], clocks.max.graphics [MHz]\n"
+                    "350.00 W, 350.00 W, 350.00 W, 60 %, 1477 MHz, 1477 MHz, 1980 MHz, 1980 MHz\n");
+  CHECK(smi({"--query-gpu=clocks_event_reasons.sw_power_cap,clocks_event_reasons.gpu_idle,"
+             "clocks_event_reasons.hw_slowdown,clocks_event_reasons.sw_thermal_slowdown,"
+             "clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,"
+             "clocks_event_reasons.supported",
+             "--format=csv", "-i", "1,2"},
+            snapshot)
+            .out == "clocks_event_reasons.sw_power_cap, clocks_event_reasons.gpu_idle, "
+                    "clocks_event_reasons.hw_slowdown, clocks_event_reasons.sw_thermal_slowdown, "
+                    "clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, "
+                    "clocks_event_reasons.supported\n"
+                    "Active, Not Active, Not Active, Not Active, Not Active, Not Active, 0x00000000000001ff\n"
+                    "Not Active, Active, Not Active, Not Active, Not Active, Not Active, 0x00000000000001ff\n");
+  // A current driver takes the old name too and prints the new one.
+  CHECK(smi({"--query-gpu=clocks_throttle_reasons.active,clocks_throttle_reasons.sw_power_cap", "--format=csv", "-i",
+             "1"},
+            snapshot)
+            .out == "clocks_event_reasons.active, clocks_event_reasons.sw_power_cap\n0x0000000000000004, Active\n");
+  CHECK(smi({"--query-gpu=clocks_event_reasons.bogus", "--format=csv"}, snapshot).exit_code == 2);
+}
+
+TEST_CASE("sim nvidia-smi: a driver before 535 knows the reasons only as clocks_throttle_reasons") {
+  auto snapshot = powered();
+  snapshot.config.driver_version = "525.147.05";
+  const auto rejected = smi({"--query-gpu=index,clocks_event_reasons.active", "--format=csv"}, snapshot);
+  CHECK(rejected.exit_code == 2);
+  CHECK(rejected.out.empty());
+  CHECK(rejected.err == "Field \"clocks_event_reasons.active\" is not a valid field to query.\n\n");
+  CHECK(smi({"--query-gpu=clocks_event_reasons.sw_power_cap", "--format=csv"}, snapshot).exit_code == 2);
+  CHECK(smi({"--query-gpu=index,clocks_throttle_reasons.active,clocks_throttle_reasons.sw_power_cap", "--format=csv",
+             "-i", "1"},
+            snapshot)
+            .out == "index, clocks_throttle_reasons.active, clocks_throttle_reasons.sw_power_cap\n"
+                    "1, 0x0000000000000004, Active\n");
+}
+
+TEST_CASE("sim nvidia-smi: a GPU without the energy counter answers [Not Supported]") {
+  auto snapshot = powered();
+  snapshot.config.energy_counter = false;
+  CHECK(smi({"--query-gpu=index,total_energy_consumption,power.draw", "--format=csv", "-i", "0"}, snapshot).out ==
+        "index, total_energy_consumption [mJ], power.draw [W]\n0, [Not Supported], 312.45 W\n");
+  CHECK(smi({"--query-gpu=total_energy_consumption", "--format=csv,noheader,nounits", "-i", "0"}, snapshot).out ==
+        "[Not Supported]\n");
+}
+
+TEST_CASE("sim nvidia-smi: the loop flags") {
+  using std::chrono::milliseconds;
+  const auto interval = [](std::vector<std::string> args) { return smi_loop_interval(args); };
+  CHECK(interval({"--query-gpu=index", "--format=csv", "-lms", "500"}) == milliseconds(500));
+  CHECK(interval({"--query-gpu=index", "--format=csv", "--loop-ms=250"}) == milliseconds(250));
+  CHECK(interval({"-l", "2", "--query-gpu=index", "--format=csv"}) == milliseconds(2000));
+  CHECK(interval({"--query-gpu=index", "--format=csv", "--loop=3"}) == milliseconds(3000));
+  // -l without a number: every 5 s; the next argument stays an argument.
+  CHECK(interval({"-l", "--query-gpu=index", "--format=csv"}) == milliseconds(5000));
+  CHECK(interval({"--query-gpu=index", "--format=csv", "-l"}) == milliseconds(5000));
+  CHECK(interval({"--query-gpu=index", "--format=csv"}) == std::nullopt);
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--query-gpu=index", "--format=csv", "-lms"},
+                                                               {"--query-gpu=index", "--format=csv", "-lms", "0"},
+                                                               {"--query-gpu=index", "--format=csv", "-lms", "fast"},
+                                                               {"--query-gpu=index", "--format=csv", "--loop-ms=-5"},
+                                                               {"--query-gpu=index", "--format=csv", "--loop=1.5"}}) {
+    CAPTURE(bad.back());
+    CHECK(interval(bad) == std::nullopt);
+    CHECK(smi(bad).exit_code == 2);
+  }
+  // One block here; run_nvidia_smi repeats it.
+  CHECK(smi({"--query-gpu=index", "--format=csv", "-lms", "100", "-i", "1"}).out == "index\n1\n");
+}
+
+TEST_CASE("sim gpu state: power_limit_w and energy_counter") {
+  ScratchDir dir;
+  std::ofstream(dir.path / "config") << "power_limit_w=500\nenergy_counter=0\n";
+  const auto config = load_gpu_config(dir.path);
+  REQUIRE(config.has_value());
+  CHECK(config->power_limit_w == 500);
+  CHECK_FALSE(config->energy_counter);
+  CHECK(power_spec(*config).limit_w == 500.0);
+  CHECK(load_gpu_config(ScratchDir().path)->power_limit_w == 700);
+  std::ofstream(dir.path / "config") << "power_limit_w=50\n";
+  CHECK(load_gpu_config(dir.path).error().find("invalid value \"50\" for \"power_limit_w\"") != std::string::npos);
+  std::ofstream(dir.path / "config") << "energy_counter=maybe\n";
+  CHECK(load_gpu_config(dir.path).error().find("invalid value \"maybe\" for \"energy_counter\"") != std::string::npos);
 }

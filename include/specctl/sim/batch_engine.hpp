@@ -1,5 +1,6 @@
 #pragma once
 
+#include <specctl/sim/gpu_power.hpp>
 #include <specctl/sim/perf_model.hpp>
 #include <specctl/sim/prefix_cache.hpp>
 
@@ -73,6 +74,11 @@ struct StepResult {
   int waiting_after = 0;
   std::vector<Emission> emissions{};
   std::vector<CompletedRequest> completed{};
+  // What each GPU draws during the step, at what SM clock, and whether the power
+  // limit held it back (its duration already stretched by that).
+  double power_w = 0.0;
+  double sm_mhz = 0.0;
+  bool power_capped = false;
 };
 
 // The scheduler's core without a clock: it forms batches the way SGLang does
@@ -100,6 +106,15 @@ public:
 
   // When an idle engine has delayed requests, the model time they become due.
   std::optional<double> next_wakeup_s() const;
+
+  // The GPUs' power figures, and the limit they are held to: a pass that would draw
+  // more runs at a lower clock and takes longer (limit_pass).
+  void set_power(const PowerSpec& spec) { m_power = spec; }
+  void set_power_limit(double limit_w) { m_power.limit_w = limit_w; }
+  // Tokens one forward pass of this step processes on each GPU: a decode step's batch
+  // times the tokens each request verifies (1 without speculation), a prefill's
+  // computed prompt tokens.
+  long forward_tokens(const StepResult& step) const;
 
   // Draft tokens one verify pass checks (0 without speculation).
   int draft_depth() const { return m_model.max_accept_length() - 1; }
@@ -132,9 +147,12 @@ private:
   StepResult prefill(double now_s);
   StepResult decode(double now_s);
   int draw_accept_length(Entry& entry);
+  // Prices the step's power and stretches its duration under the limit.
+  void apply_power(StepResult& result) const;
   static CompletedRequest completed(const Entry& entry, double finish_s);
 
   PerfModel m_model;
+  PowerSpec m_power{};
   std::mt19937_64 m_rng;
   std::deque<Entry> m_waiting;
   std::vector<Entry> m_running;

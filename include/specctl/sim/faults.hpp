@@ -22,14 +22,17 @@ enum class FaultKind {
   http_500,         // a fraction of generation requests answer 500
   orphan_workers,   // TP workers detach (setsid) and outlive the server
   ignore_sigterm,   // the server ignores SIGTERM (only SIGKILL stops it)
+  power_cap,        // GPUs power-capped from user request A's arrival until B have completed
 };
 
 struct Fault {
   FaultKind kind = FaultKind::crash_load;
   // Fraction of the load time (crash-load, oom, hang) or of events/streams/requests.
   double fraction = 0.0;
-  // Requests served before dying (die-after).
+  // Requests served before dying (die-after); power-cap: from request `count`'s arrival
+  // until `until` requests have completed (user generation requests, counted from 1).
   int count = 0;
+  int until = 0;
   // Model time before the first token (slow-first-token), divided by --sim-speed.
   std::chrono::milliseconds delay{0};
 };

@@ -14,7 +14,7 @@ namespace specctl::sim {
 
 // The fake GPUs of one machine, read from DIR/config ("key=value" lines;
 // every key optional): count, memory_total_mib, name, driver_version,
-// cuda_version, uuid_seed. Defaults: eight H200s.
+// cuda_version, uuid_seed, power_limit_w, energy_counter. Defaults: eight H200s.
 struct GpuConfig {
   int count = 8;
   long memory_total_mib = 143771;
@@ -22,6 +22,11 @@ struct GpuConfig {
   std::string driver_version = "570.124.06";
   std::string cuda_version = "12.8";
   std::uint64_t uuid_seed = 0;
+  // The enforced power limit in W (the H200 SXM's 700 W TDP; 200 to 2000 accepted),
+  // and whether total_energy_consumption has a value
+  // (Volta and later; without, it prints [Not Supported] as an older GPU's does).
+  long power_limit_w = 700;
+  bool energy_counter = true;
 };
 
 std::expected<GpuConfig, std::string> load_gpu_config(const std::filesystem::path& dir);

@@ -5,6 +5,7 @@
 #include <specctl/sim/metrics.hpp>
 #include <specctl/sim/options.hpp>
 #include <specctl/sim/perf_model.hpp>
+#include <specctl/sim/power_meter.hpp>
 #include <specctl/sim/scheduler.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -26,6 +27,8 @@ struct ServerContext {
   const Log* log = nullptr;
   // Null with the flood profile, which has no performance model.
   Scheduler* scheduler = nullptr;
+  // The GPUs' power and energy, for /sim/truth.
+  PowerMeter* power = nullptr;
   ServingStats* stats = nullptr;
   std::string served_model;
   long kv_capacity_tokens = 0;
@@ -88,7 +91,8 @@ std::string sim_requests_body(const ServerContext& context);
 // to completions too): the truth and /sim/requests name requests the same way.
 std::string wire_response_id(const ServerContext& context, RequestId id);
 // GET /sim/truth: what the simulated speculation really did, since boot and
-// per finished request, for tests to hold a client's reading against.
+// per finished request, and the GPUs' energy counters at this instant and the
+// power-cap fault's intervals, for tests to hold a client's reading against.
 std::string sim_truth_body(const ServerContext& context);
 
 } // namespace specctl::sim

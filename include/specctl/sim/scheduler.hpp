@@ -4,14 +4,22 @@
 #include <specctl/sim/log.hpp>
 #include <specctl/sim/metrics.hpp>
 #include <specctl/sim/options.hpp>
+#include <specctl/sim/power_meter.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace specctl::sim {
 
@@ -40,6 +48,13 @@ struct SchedulerConfig {
   PrefixCacheConfig prefix_cache{};
 };
 
+// The power-cap fault's window: from the arrival of user generation request `first`
+// (counted from 1) until `last` of them have ended.
+struct PowerCapWindow {
+  int first = 0;
+  int last = 0;
+};
+
 // Steps the BatchEngine in real time on the server's event loop: each step's
 // tokens are delivered when its (speed-scaled) duration has passed. Steps are
 // scheduled against absolute deadlines, so a late wake-up shortens the next
@@ -57,6 +72,12 @@ public:
   void cancel(RequestId id);
 
   const PerfModel& model() const { return m_engine.model(); }
+  // The GPUs' power: steps are priced under `spec`'s limit (half of it while the
+  // power-cap fault's window is open) and reported to `meter` (null: no GPUs).
+  void set_power(const PowerSpec& spec, PowerMeter* meter, std::optional<PowerCapWindow> cap);
+  // For /sim/truth: the power-cap fault's counts and the intervals it held (unix ms);
+  // null without the fault.
+  nlohmann::ordered_json power_cap_truth() const;
   // The most recent finished requests, model seconds (for /sim/requests).
   const std::deque<CompletedRequest>& recent() const { return m_recent; }
   double model_now_s() const { return m_model_now_s; }
@@ -73,6 +94,8 @@ private:
   void log_completed(const CompletedRequest& done);
   void schedule_stats_log();
   void log_vllm_stats();
+  void user_request_ended(RequestId id);
+  void set_capped(bool capped);
   Clock::time_point deadline_for(double model_s) const;
   double model_time_at(Clock::time_point when) const;
 
@@ -90,6 +113,17 @@ private:
   StepResult m_in_flight;
   std::unordered_map<RequestId, std::shared_ptr<TokenSink>> m_sinks;
   std::deque<CompletedRequest> m_recent;
+
+  // The GPUs' power and the power-cap fault: user generation requests received and
+  // ended (finished, or cancelled by a client gone) since boot.
+  PowerMeter* m_power = nullptr;
+  double m_power_limit_w = 0.0;
+  std::optional<PowerCapWindow> m_cap;
+  bool m_capped = false;
+  int m_user_received = 0;
+  int m_user_ended = 0;
+  std::unordered_set<RequestId> m_open_user;
+  std::vector<std::pair<std::int64_t, std::optional<std::int64_t>>> m_cap_intervals;
 
   // Since the last decode log line.
   int m_interval_steps = 0;

@@ -40,6 +40,8 @@ public:
   static std::expected<WorkerPool, std::string> spawn(const std::vector<std::string>& names, int gpu_count,
                                                       const std::filesystem::path& state_dir, Detach detach);
 
+  // The GPU of each worker, by rank.
+  std::vector<int> gpus() const;
   // Sets the memory every live worker holds, in MiB.
   void set_used_mib(long mib);
   // Reaps exited workers and returns the rank of one that died, if any.
