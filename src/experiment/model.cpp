@@ -118,8 +118,13 @@ std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark) {
     return out;
   }
   std::vector<std::string> out = {"output_tok_s", "accept_length"};
+  // Where GPU telemetry was sampled (docs/report.md): tok_per_j, output tokens per
+  // joule of all the variant's GPUs (tok/J, higher is better), and power_w, their
+  // summed mean power (W, lower is better).
+  const std::initializer_list<const char*> telemetry = {"tok_per_j", "power_w"};
   if (benchmark.kind == BenchmarkKind::single_stream) {
     out.insert(out.end(), {"ttft_ms", "tpot_ms", "e2e_ms"});
+    out.insert(out.end(), telemetry.begin(), telemetry.end());
     return out;
   }
   out.insert(out.end(), {"request_s", "error_rate"});
@@ -131,6 +136,7 @@ std::vector<std::string> metrics_of(const BenchmarkSpec& benchmark) {
       out.push_back(fmt::format("{}_{}_ms", latency, p));
     }
   }
+  out.insert(out.end(), telemetry.begin(), telemetry.end());
   return out;
 }
 

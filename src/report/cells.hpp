@@ -67,9 +67,48 @@ std::string category_title(const CategoryTable& table);
 // where accept length came from per variant.
 std::string category_note(const CategoryTable& table);
 
+// GPU telemetry (energy_cells.cpp), in every format alike.
+// Whether some row of a table was sampled: only then does a format give it tok/J.
+bool has_energy(const SingleStreamTable& table);
+bool has_energy(const LevelsTable& table);
+// "0.51 ± 0.01" (over repeats), "0.45", or "-"; " (throttled)" after it when a
+// repeat's GPUs throttled for more than 5% of it.
+std::string tok_per_j_cell(const EnergyFigures& energy);
+// Verdicts on tok/J, where more is better: "better" and "worse" for faster and
+// slower, verdict_name's words for the rest.
+std::string_view energy_verdict_name(Verdict verdict);
+// As verdict_text, in energy_verdict_name's words.
+std::string energy_verdict_text(Verdict verdict, const std::string& why);
+// tok/J against the baseline's: "1.24× [1.07, 1.42] better", "1.33× one sample",
+// "baseline", or "-" without telemetry.
+std::string tok_per_j_ratio_cell(const EnergyFigures& energy);
+// The GPUs' summed mean power: "574", or "-".
+std::string power_cell(const EnergyFigures& energy);
+// "throttled: sw_power_cap 12% of the level — its figures may measure the
+// cooling, not the configuration".
+std::string throttle_text(const ThrottledRepeat& throttled);
+// Where a throttled repeat was, in a table of levels: "c8", "c8, repeat 2".
+std::string throttle_where(const LevelsTable& table, std::size_t level, const ThrottledRepeat& throttled);
+// "peak memory while loading: 120000 / 143771 MiB (83%)"; with several GPUs
+// "peak memory while loading: GPU 0 120000 / 143771 MiB (83%), GPU 1 ...".
+std::string load_memory_text(const LoadMemory& load);
+// A variant's telemetry in one line: its load memory and where its energy came
+// from ("energy from the GPUs' energy counter"); "nothing sampled" without either.
+std::string telemetry_summary(const VariantTelemetry& telemetry);
+// The line under a table with tok/J: what it is and what "(throttled)" means.
+std::string energy_note(int repeats);
+// The terms of GPU telemetry, added to the glossary where the report has telemetry.
+const std::vector<std::pair<std::string, std::string>>& telemetry_glossary();
+
 // A CSV field, quoted as RFC 4180 says when it holds a comma, quote or newline.
 std::string csv_field(const std::string& value);
 // Text for XML content and attributes; control characters XML 1.0 forbids become '?'.
 std::string xml_escape(std::string_view text);
+
+// The status of the variant `name` in the report ("ok", "failed", ...); "" when absent.
+inline std::string status_of(const Report& report, const std::string& name) {
+  const VariantRow* v = report.find_variant(name);
+  return v != nullptr ? v->status : "";
+}
 
 } // namespace specctl::report::detail

@@ -95,30 +95,54 @@ void judge_change(Change& change, const std::string& refused_before, const std::
   change.why = j.why;
 }
 
+// tok/J after vs before, where either side was sampled, by the rule of tok/s.
+void energy_change(EnergyChange& e, const EnergyFigures* before, const EnergyFigures* after,
+                   const std::string& refused_before, const std::string& refused_after, std::optional<double> noise) {
+  e.sampled = (before != nullptr && before->sampled) || (after != nullptr && after->sampled);
+  if (!e.sampled) {
+    return;
+  }
+  e.before = before != nullptr ? before->tok_per_j : std::nullopt;
+  e.after = after != nullptr ? after->tok_per_j : std::nullopt;
+  judge_change(e, refused_before, refused_after, e.before, e.after, noise);
+}
+
 std::string spread_text(const std::optional<Spread>& s) {
   return s ? fmt::format("{:.1f} ± {:.1f} ({})", s->mean, s->stdev, s->n) : "-";
 }
 
+std::string energy_spread_text(const std::optional<Spread>& s) {
+  return s ? fmt::format("{:.2f} ± {:.2f} ({})", s->mean, s->stdev, s->n) : "-";
+}
+
 std::optional<double> mean_of(const std::optional<Spread>& s) { return s ? std::optional(s->mean) : std::nullopt; }
 
-int count_verdicts(const Comparison& c, Verdict verdict) {
+// How many figures got `verdict`: tok/s, or tok/J with `energy`; nullopt for tok/J when no side was sampled.
+std::optional<int> count_verdicts(const Comparison& c, Verdict verdict, bool energy = false) {
   int n = 0;
+  bool sampled = false;
+  auto count = [&](const auto& change) {
+    if (energy) {
+      sampled = sampled || change.tok_per_j.sampled;
+      n += change.tok_per_j.sampled && change.tok_per_j.verdict == verdict ? 1 : 0;
+    } else {
+      n += change.verdict == verdict ? 1 : 0;
+    }
+  };
   for (const auto& v : c.variants) {
-    for (const auto& s : v.single_stream) {
-      n += s.verdict == verdict ? 1 : 0;
-    }
-    for (const auto& l : v.levels) {
-      n += l.verdict == verdict ? 1 : 0;
-    }
+    std::for_each(v.single_stream.begin(), v.single_stream.end(), count);
+    std::for_each(v.levels.begin(), v.levels.end(), count);
   }
-  return n;
+  return energy && !sampled ? std::nullopt : std::optional(n);
 }
 
 bool variant_regressed(const VariantChange& v) {
   bool broke = v.before_status == "ok" && v.after_status != "ok";
-  bool slower = std::any_of(v.single_stream.begin(), v.single_stream.end(),
-                            [](const auto& s) { return s.verdict == Verdict::slower; }) ||
-                std::any_of(v.levels.begin(), v.levels.end(), [](const auto& l) { return l.verdict == Verdict::slower; });
+  auto worse = [](const auto& change) {
+    return change.verdict == Verdict::slower || change.tok_per_j.verdict == Verdict::slower;
+  };
+  bool slower = std::any_of(v.single_stream.begin(), v.single_stream.end(), worse) ||
+                std::any_of(v.levels.begin(), v.levels.end(), worse);
   return broke || slower;
 }
 
@@ -132,11 +156,18 @@ std::string regression_text(const VariantChange& v) {
     if (s.verdict == Verdict::slower) {
       parts.push_back(fmt::format("{} {} {}", s.benchmark, detail::times(s.change->value), detail::interval(s.change)));
     }
+    if (s.tok_per_j.verdict == Verdict::slower) {
+      parts.push_back(fmt::format("{} tok/J {}", s.benchmark, detail::ratio_text(s.tok_per_j.change)));
+    }
   }
   for (const auto& l : v.levels) {
     if (l.verdict == Verdict::slower) {
       parts.push_back(
           fmt::format("{} {} {}", l.benchmark, detail::level_label(l.rate, l.level), detail::ratio_text(l.change)));
+    }
+    if (l.tok_per_j.verdict == Verdict::slower) {
+      parts.push_back(fmt::format("{} {} tok/J {}", l.benchmark, detail::level_label(l.rate, l.level),
+                                  detail::ratio_text(l.tok_per_j.change)));
     }
   }
   std::string out;
@@ -199,6 +230,13 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
       };
       judge_change(s, rb != nullptr ? rb->refused : "", ra != nullptr ? ra->refused : "", s.before, s.after,
                    wider(aa(&t, before), aa(after_table, after)));
+      auto aa_energy = [&](const SingleStreamTable* table, const Report& r) -> std::optional<double> {
+        const SingleStreamRow* row = r.repeat.empty() ? nullptr : row_in(table, r.repeat);
+        return row != nullptr ? noise_of(row->energy.ratio) : std::nullopt;
+      };
+      energy_change(s.tok_per_j, rb != nullptr ? &rb->energy : nullptr, ra != nullptr ? &ra->energy : nullptr,
+                    rb != nullptr ? rb->refused : "", ra != nullptr ? ra->refused : "",
+                    wider(aa_energy(&t, before), aa_energy(after_table, after)));
       change.single_stream.push_back(s);
     }
     for (const auto& t : before.levels) {
@@ -224,6 +262,13 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
         };
         judge_change(l, fb != nullptr ? fb->refused : "", fa != nullptr ? fa->refused : "", l.before_tok_s,
                      l.after_tok_s, wider(aa(&t, before), aa(other_table, after)));
+        auto aa_energy = [&](const LevelsTable* table, const Report& r) -> std::optional<double> {
+          const LevelFigures* f = r.repeat.empty() ? nullptr : level_in(table, r.repeat, level);
+          return f != nullptr ? noise_of(f->energy.ratio) : std::nullopt;
+        };
+        energy_change(l.tok_per_j, fb != nullptr ? &fb->energy : nullptr, fa != nullptr ? &fa->energy : nullptr,
+                      fb != nullptr ? fb->refused : "", fa != nullptr ? fa->refused : "",
+                      wider(aa_energy(&t, before), aa_energy(other_table, after)));
         change.levels.push_back(l);
       }
     }
@@ -235,9 +280,14 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
 std::string compare_markdown(const Comparison& c) {
   std::string out = fmt::format("# {}: before / after\n\nBefore: {} (started {})\nAfter: {} (started {})\n\n",
                                 c.experiment, c.before_dir, c.before_started, c.after_dir, c.after_started);
-  out += fmt::format("**{}: {} faster, {} slower, {} inconclusive**\n", c.regressed() ? "REGRESSED" : "no regression",
-                     count_verdicts(c, Verdict::faster), count_verdicts(c, Verdict::slower),
-                     count_verdicts(c, Verdict::inconclusive));
+  out += fmt::format("**{}: {} faster, {} slower, {} inconclusive", c.regressed() ? "REGRESSED" : "no regression",
+                     *count_verdicts(c, Verdict::faster), *count_verdicts(c, Verdict::slower),
+                     *count_verdicts(c, Verdict::inconclusive));
+  if (auto better = count_verdicts(c, Verdict::faster, true)) {
+    out += fmt::format("; tok/J: {} better, {} worse, {} inconclusive", *better,
+                       *count_verdicts(c, Verdict::slower, true), *count_verdicts(c, Verdict::inconclusive, true));
+  }
+  out += "**\n";
   for (const auto& note : c.notes) {
     out += fmt::format("\n> Note: {}\n", note);
   }
@@ -264,6 +314,22 @@ std::string compare_markdown(const Comparison& c) {
                      detail::interval(s.change), detail::verdict_text(s.verdict, s.why)});
     }
     out += fmt::format("\n## {} (single stream)\n\n{}", first.single_stream[i].benchmark, table.markdown());
+    if (std::any_of(c.variants.begin(), c.variants.end(),
+                    [&](const auto& v) { return v.single_stream[i].tok_per_j.sampled; })) {
+      util::TextTable energy({{"variant"},
+                              {"before tok/J ± stdev (n)", util::Align::right},
+                              {"after", util::Align::right},
+                              {"after / before", util::Align::right},
+                              {"95% CI", util::Align::right},
+                              {"verdict"}});
+      for (const auto& v : c.variants) {
+        const auto& e = v.single_stream[i].tok_per_j;
+        energy.add_row({v.variant, energy_spread_text(e.before), energy_spread_text(e.after),
+                        detail::times(e.change ? std::optional(e.change->value) : std::nullopt),
+                        detail::interval(e.change), e.sampled ? detail::energy_verdict_text(e.verdict, e.why) : "-"});
+      }
+      out += "\nOutput tok/J (more is better):\n\n" + energy.markdown();
+    }
   }
   // Levels, grouped by benchmark: a column per level, "before → after (ratio)".
   std::size_t at = 0;
@@ -278,6 +344,8 @@ std::string compare_markdown(const Comparison& c) {
     }
     util::TextTable tok(columns);
     util::TextTable ttft(columns);
+    util::TextTable energy(columns);
+    bool sampled = false;
     for (const auto& v : c.variants) {
       std::vector<std::string> tok_cells = {v.variant};
       std::vector<std::string> ttft_cells = {v.variant};
@@ -293,11 +361,26 @@ std::string compare_markdown(const Comparison& c) {
       }
       tok.add_row(std::move(tok_cells));
       ttft.add_row(std::move(ttft_cells));
+      std::vector<std::string> energy_cells = {v.variant};
+      for (std::size_t i = at; i < end; ++i) {
+        const auto& e = v.levels[i].tok_per_j;
+        sampled = sampled || e.sampled;
+        energy_cells.push_back(e.change ? fmt::format("{} → {} ({} {})", fixed(mean_of(e.before), 2),
+                                                      fixed(mean_of(e.after), 2), detail::ratio_text(e.change),
+                                                      detail::energy_verdict_text(e.verdict, e.why))
+                                        : "-");
+      }
+      energy.add_row(std::move(energy_cells));
     }
     out += fmt::format("\n## {}\n\nOutput tok/s, before → after (after / before [95% CI], verdict: slower or faster "
                        "only outside the interval and the A/A noise):\n\n{}"
                        "\nTTFT p99 ms, before → after:\n\n{}",
                        first.levels[at].benchmark, tok.markdown(), ttft.markdown());
+    if (sampled) {
+      out += "\nOutput tok/J, before → after (after / before [95% CI], verdict: worse or better only outside the "
+             "interval and the A/A noise):\n\n" +
+             energy.markdown();
+    }
     at = end;
   }
   return out;
@@ -318,6 +401,17 @@ std::string compare_csv(const Comparison& c) {
     return std::vector<std::string>{num(x ? std::optional(x->mean) : std::nullopt),
                                     num(x ? std::optional(x->stdev) : std::nullopt), x ? fmt::format("{}", x->n) : ""};
   };
+  auto energy_line = [&](const VariantChange& v, const std::string& benchmark, const std::string& level,
+                         const EnergyChange& e) {
+    if (!e.sampled) {
+      return;
+    }
+    auto b = part(e.before);
+    auto a = part(e.after);
+    line({v.variant, v.before_status, v.after_status, benchmark, level, "tok_per_j", b[0], b[1], b[2], a[0], a[1], a[2],
+          num(e.change ? std::optional(e.change->value) : std::nullopt), num(e.change ? e.change->low : std::nullopt),
+          num(e.change ? e.change->high : std::nullopt), std::string(detail::energy_verdict_name(e.verdict))});
+  };
   for (const auto& v : c.variants) {
     for (const auto& s : v.single_stream) {
       auto b = part(s.before);
@@ -326,6 +420,7 @@ std::string compare_csv(const Comparison& c) {
             a[2], num(s.change ? std::optional(s.change->value) : std::nullopt),
             num(s.change ? s.change->low : std::nullopt), num(s.change ? s.change->high : std::nullopt),
             std::string(verdict_name(s.verdict))});
+      energy_line(v, s.benchmark, "", s.tok_per_j);
     }
     for (const auto& l : v.levels) {
       auto b = part(l.before_tok_s);
@@ -336,6 +431,7 @@ std::string compare_csv(const Comparison& c) {
             std::string(verdict_name(l.verdict))});
       line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "ttft_p99_ms",
             num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
+      energy_line(v, l.benchmark, detail::level_label(l.rate, l.level), l.tok_per_j);
     }
   }
   return out;
@@ -345,6 +441,16 @@ std::string compare_json(const Comparison& c) {
   auto num = [](std::optional<double> v) { return v ? ojson(*v) : ojson(nullptr); };
   auto spread = [](const std::optional<Spread>& s) {
     return s ? ojson{{"mean", s->mean}, {"stdev", s->stdev}, {"n", s->n}} : ojson(nullptr);
+  };
+  auto energy = [&](const EnergyChange& e) {
+    return ojson{{"before", spread(e.before)},
+                 {"after", spread(e.after)},
+                 {"change", e.change ? ojson{{"value", e.change->value},
+                                             {"ci95_low", num(e.change->low)},
+                                             {"ci95_high", num(e.change->high)}}
+                                     : ojson(nullptr)},
+                 {"verdict", detail::energy_verdict_name(e.verdict)},
+                 {"why", e.why}};
   };
   ojson out = {{"format", "specctl-comparison"}, {"version", 2},           {"experiment", c.experiment},
                {"before", c.before_dir},          {"after", c.after_dir},   {"regressed", c.regressed()},
@@ -362,6 +468,9 @@ std::string compare_json(const Comparison& c) {
                                : ojson(nullptr)},
            {"verdict", verdict_name(s.verdict)},
            {"why", s.why}});
+      if (s.tok_per_j.sampled) {
+        j["single_stream"].back()["tok_per_j"] = energy(s.tok_per_j);
+      }
     }
     for (const auto& l : v.levels) {
       j["levels"].push_back({{"benchmark", l.benchmark},
@@ -376,6 +485,9 @@ std::string compare_json(const Comparison& c) {
                              {"why", l.why},
                              {"before_ttft_p99_ms", num(l.before_ttft_p99_ms)},
                              {"after_ttft_p99_ms", num(l.after_ttft_p99_ms)}});
+      if (l.tok_per_j.sampled) {
+        j["levels"].back()["tok_per_j"] = energy(l.tok_per_j);
+      }
     }
     out["variants"].push_back(j);
   }

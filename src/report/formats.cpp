@@ -11,7 +11,6 @@ namespace specctl::report {
 namespace {
 
 using detail::csv_field;
-using detail::xml_escape;
 using ojson = nlohmann::ordered_json;
 
 // ---- CSV: one tidy table, RFC 4180 quoting.
@@ -94,13 +93,53 @@ void put_judgement(CsvRow& row, const std::optional<Ratio>& ratio, Verdict verdi
   }
 }
 
-std::string status_of(const Report& r, const std::string& variant) {
-  for (const auto& v : r.variants) {
-    if (v.name == variant) {
-      return v.status;
+// A measurement's telemetry: tok/J judged against the baseline's, the GPUs' power
+// and energy, and a row per throttle reason of a throttled repeat.
+std::string energy_csv(const CsvRow& base, const EnergyFigures& e, bool repeated) {
+  CsvRow tok = base;
+  tok.metric = "tok_per_j";
+  put_spread(tok, e.tok_per_j);
+  put_judgement(tok, e.ratio, e.verdict, e.why, Counts{});
+  tok.verdict = detail::energy_verdict_name(e.verdict);
+  std::string out = csv_line(tok);
+  for (auto [metric, value] : {std::pair{"power_w", e.power_w}, std::pair{"energy_j", e.energy_j}}) {
+    if (value) {
+      CsvRow c = base;
+      c.metric = metric;
+      c.value = value;
+      out += csv_line(c);
     }
   }
-  return "";
+  for (const auto& t : e.throttled) {
+    for (const auto& [reason, share] : t.reasons) {
+      CsvRow c = base;
+      c.metric = "throttle[" + reason + "]";
+      c.value = share;
+      c.why = (repeated ? fmt::format("repeat {}: ", t.repeat) : "") + detail::throttle_text(t);
+      out += csv_line(c);
+    }
+  }
+  return out;
+}
+
+// A variant's peak memory per GPU while loading, and what could not be sampled.
+std::string telemetry_csv(const VariantRow& v) {
+  std::string out;
+  if (const auto& load = v.telemetry->load) {
+    for (std::size_t i = 0; i < load->peak_mib.size(); ++i) {
+      out += csv_line(csv_row("variant", v.name, v.status, "", "",
+                              fmt::format("load_memory_peak_mib[{}]", load->gpus[i]), load->peak_mib[i]));
+    }
+    if (load->total_mib) {
+      out += csv_line(csv_row("variant", v.name, v.status, "", "", "memory_total_mib", load->total_mib));
+    }
+  }
+  for (const auto& warning : v.telemetry->warnings) {
+    CsvRow row = csv_row("variant", v.name, v.status, "", "", "telemetry_warning", std::nullopt);
+    row.reason = warning;
+    out += csv_line(row);
+  }
+  return out;
 }
 
 // ---- JSON
@@ -130,6 +169,40 @@ ojson counts_json(const Counts& counts) {
           {"error_rate", counts.requests > 0 ? ojson(counts.error_rate()) : ojson(nullptr)}};
 }
 
+ojson energy_json(const EnergyFigures& e) {
+  ojson throttled = ojson::array();
+  for (const auto& t : e.throttled) {
+    ojson reasons = ojson::object();
+    for (const auto& [reason, share] : t.reasons) {
+      reasons[reason] = share;
+    }
+    throttled.push_back({{"repeat", t.repeat}, {"reasons", reasons}, {"text", detail::throttle_text(t)}});
+  }
+  return {{"sampled", e.sampled},
+          {"tok_per_j", spread_json(e.tok_per_j)},
+          {"ratio", ratio_json(e.ratio)},
+          {"verdict", detail::energy_verdict_name(e.verdict)},
+          {"why", e.why},
+          {"power_w", optional_number(e.power_w)},
+          {"energy_j", optional_number(e.energy_j)},
+          {"throttled", throttled}};
+}
+
+ojson telemetry_json(const VariantTelemetry& t) {
+  ojson load = nullptr;
+  if (t.load) {
+    load = {{"gpus", t.load->gpus},
+            {"memory_peak_mib", t.load->peak_mib},
+            {"memory_total_mib", optional_number(t.load->total_mib)},
+            {"samples", t.load->samples},
+            {"text", detail::load_memory_text(*t.load)}};
+  }
+  return {{"load", load},
+          {"energy_source", t.energy_source.empty() ? ojson(nullptr) : ojson(t.energy_source)},
+          {"warnings", t.warnings},
+          {"throttled", t.throttled}};
+}
+
 ojson sources_json(const Sources& sources) {
   return {{"accept_length", sources.accept_length.empty() ? ojson(nullptr) : ojson(sources.accept_length)},
           {"tokens", sources.tokens.empty() ? ojson(nullptr) : ojson(sources.tokens)}};
@@ -143,14 +216,21 @@ std::string to_csv(const Report& r) {
     CsvRow row = csv_row("variant", v.name, v.status, "", "", "load_s", v.load_s);
     row.reason = v.reason;
     out += csv_line(row);
+    if (v.telemetry) {
+      out += telemetry_csv(v);
+    }
   }
   for (const auto& t : r.single_stream) {
     for (const auto& row : t.rows) {
-      CsvRow c = csv_row("single_stream", row.variant, status_of(r, row.variant), t.benchmark, "", "output_tok_s",
+      CsvRow c = csv_row("single_stream", row.variant, detail::status_of(r, row.variant), t.benchmark, "", "output_tok_s",
                          std::nullopt);
       put_spread(c, row.tok_s);
       put_judgement(c, row.speedup, row.verdict, row.why, row.counts);
       out += csv_line(c);
+      if (row.energy.sampled) {
+        out += energy_csv(csv_row("single_stream", row.variant, c.status, t.benchmark, "", "", std::nullopt),
+                          row.energy, false);
+      }
       for (auto [metric, value] : {std::pair{"accept_length", row.accept_length}, std::pair{"ttft_ms", row.ttft_ms},
                                    std::pair{"tpot_ms", row.tpot_ms}}) {
         if (value) {
@@ -163,13 +243,16 @@ std::string to_csv(const Report& r) {
     for (const auto& row : t.rows) {
       for (std::size_t i = 0; i < t.levels.size(); ++i) {
         const auto& f = row.levels[i];
-        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, status_of(r, row.variant), t.benchmark,
+        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, detail::status_of(r, row.variant), t.benchmark,
                               t.label(i), "", std::nullopt);
         CsvRow tok = base;
         tok.metric = "output_tok_s";
         put_spread(tok, f.tok_s);
         put_judgement(tok, f.speedup, f.verdict, f.why, f.counts);
         out += csv_line(tok);
+        if (f.energy.sampled) {
+          out += energy_csv(base, f.energy, t.repeats > 1);
+        }
         for (auto [metric, value] :
              {std::pair{"ttft_p50_ms", f.ttft_p50_ms}, std::pair{"ttft_p99_ms", f.ttft_p99_ms},
               std::pair{"tpot_p50_ms", f.tpot_p50_ms}, std::pair{"tpot_p99_ms", f.tpot_p99_ms},
@@ -187,7 +270,7 @@ std::string to_csv(const Report& r) {
   for (const auto& t : r.commands) {
     for (const auto& [variant, values] : t.rows) {
       for (std::size_t i = 0; i < t.metrics.size(); ++i) {
-        out += csv_line(csv_row("command", variant, status_of(r, variant), t.benchmark, "", t.metrics[i], values[i]));
+        out += csv_line(csv_row("command", variant, detail::status_of(r, variant), t.benchmark, "", t.metrics[i], values[i]));
       }
     }
   }
@@ -199,7 +282,7 @@ std::string to_csv(const Report& r) {
         if (!f) {
           continue;
         }
-        CsvRow tok = csv_row(t.kind, row.variant, status_of(r, row.variant), t.benchmark, t.level,
+        CsvRow tok = csv_row(t.kind, row.variant, detail::status_of(r, row.variant), t.benchmark, t.level,
                              "request_tok_s[" + t.categories[i] + "]", f->tok_s);
         tok.completed = f->counts.completed;
         tok.failed = f->counts.failed;
@@ -212,13 +295,13 @@ std::string to_csv(const Report& r) {
     }
   }
   for (const auto& n : r.noise) {
-    CsvRow c = csv_row("noise", r.repeat, status_of(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
+    CsvRow c = csv_row("noise", r.repeat, detail::status_of(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
     c.expected = n.first;
     c.delta_pct = n.difference_pct;
     out += csv_line(c);
   }
   for (const auto& e : r.expectations) {
-    CsvRow c = csv_row("expectation", e.variant, status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
+    CsvRow c = csv_row("expectation", e.variant, detail::status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
     c.expected = e.expected;
     c.tolerance_pct = e.tolerance_pct;
     c.delta_pct = e.delta_pct;
@@ -255,6 +338,9 @@ std::string to_json(const Report& r) {
                                {"accept_length", optional_number(v.accept_length)},
                                {"repeat_of", v.repeat_of.empty() ? ojson(nullptr) : ojson(v.repeat_of)},
                                {"flags", v.flags}});
+    if (v.telemetry) {
+      out["variants"].back()["telemetry"] = telemetry_json(*v.telemetry);
+    }
   }
   out["single_stream"] = ojson::array();
   for (const auto& t : r.single_stream) {
@@ -270,6 +356,9 @@ std::string to_json(const Report& r) {
                       {"ttft_ms", optional_number(row.ttft_ms)},
                       {"tpot_ms", optional_number(row.tpot_ms)},
                       {"sources", sources_json(row.sources)}});
+      if (detail::has_energy(t)) {
+        rows.back()["energy"] = energy_json(row.energy);
+      }
     }
     out["single_stream"].push_back(
         {{"benchmark", t.benchmark}, {"spec", t.spec}, {"sources", detail::sources_text(t)}, {"rows", rows}});
@@ -297,6 +386,9 @@ std::string to_json(const Report& r) {
         if (!t.slo.empty()) {
           levels.back()["goodput_rps"] = optional_number(f.goodput_rps);
           levels.back()["slo_met"] = f.slo_met ? ojson(*f.slo_met) : ojson(nullptr);
+        }
+        if (detail::has_energy(t)) {
+          levels.back()["energy"] = energy_json(f.energy);
         }
       }
       ojson runs = ojson::array();
@@ -396,6 +488,11 @@ std::string to_json(const Report& r) {
   for (const auto& [term, definition] : detail::glossary()) {
     out["glossary"][term] = definition;
   }
+  if (r.has_telemetry()) {
+    for (const auto& [term, definition] : detail::telemetry_glossary()) {
+      out["glossary"][term] = definition;
+    }
+  }
   out["expectations"] = ojson::array();
   for (const auto& e : r.expectations) {
     out["expectations"].push_back({{"variant", e.variant},
@@ -411,54 +508,6 @@ std::string to_json(const Report& r) {
   // Text the report quotes (a damaged file's parse error, a folder's name) need not be
   // UTF-8: replace such bytes rather than throw and lose the whole report.
   return out.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
-}
-
-std::string to_junit(const Report& r) {
-  std::string cases;
-  int failures = 0;
-  for (const auto& v : r.variants) {
-    cases += fmt::format("    <testcase classname=\"{}.variants\" name=\"{}\" time=\"{:.3f}\"",
-                         xml_escape(r.experiment), xml_escape(v.name), v.duration_s.value_or(0));
-    if (v.status == "ok") {
-      cases += "/>\n";
-      continue;
-    }
-    ++failures;
-    std::string body = v.reason + (v.log_tail.empty() ? "" : "\n\nLast lines of the server's log:\n" + v.log_tail);
-    cases += fmt::format(">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
-                         xml_escape(v.status), xml_escape(v.reason), xml_escape(body));
-  }
-  for (const auto& e : r.expectations) {
-    std::string name = fmt::format("{} {}{} {}", e.variant, e.benchmark, e.level.empty() ? "" : " " + e.level, e.metric);
-    cases += fmt::format("    <testcase classname=\"{}.expectations\" name=\"{}\"", xml_escape(r.experiment),
-                         xml_escape(name));
-    if (e.reproduced) {
-      cases += "/>\n";
-      continue;
-    }
-    ++failures;
-    std::string message =
-        e.measured ? fmt::format("measured {:.4g}, expected {:g} ±{:g}% ({:+.1f}%)", *e.measured, e.expected,
-                                 e.tolerance_pct, e.delta_pct.value_or(0))
-                   : fmt::format("not measured (expected {:g} ±{:g}%): {}", e.expected, e.tolerance_pct,
-                                 status_of(r, e.variant) == "ok"
-                                     ? "the result has no such figure"
-                                     : fmt::format("the variant's status is \"{}\"", status_of(r, e.variant)));
-    cases += fmt::format(">\n      <failure type=\"not reproduced\" message=\"{}\"/>\n    </testcase>\n",
-                         xml_escape(message));
-  }
-  std::size_t tests = r.variants.size() + r.expectations.size();
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"specctl\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n", tests, failures);
-  out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" "
-                     "timestamp=\"{}\">\n",
-                     xml_escape(r.experiment), tests, failures, xml_escape(r.started.substr(0, 19)));
-  out += fmt::format("    <properties>\n      <property name=\"baseline\" value=\"{}\"/>\n"
-                     "      <property name=\"specctl_version\" value=\"{}\"/>\n    </properties>\n",
-                     xml_escape(r.baseline), xml_escape(r.specctl_version));
-  out += cases;
-  out += "  </testsuite>\n</testsuites>\n";
-  return out;
 }
 
 std::string file_name(std::string_view format) {

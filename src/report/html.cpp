@@ -4,6 +4,7 @@
 // as the Markdown report (cells.hpp).
 
 #include "cells.hpp"
+#include "html_parts.hpp"
 #include "html_style.hpp"
 #include "tuning.hpp"
 
@@ -23,51 +24,12 @@ namespace {
 
 using svg::escape;
 
-// A figure that is NaN is as missing as an empty optional; neither may reach the page as "nan".
-std::optional<double> present(std::optional<double> value) {
-  if (value && std::isfinite(*value)) {
-    return value;
-  }
-  return std::nullopt;
-}
-
-std::string num(std::optional<double> value, int decimals) {
-  return detail::fixed(present(value), decimals);
-}
-
-// Command metrics have any magnitude: more decimals for small figures.
-std::string general(std::optional<double> value) {
-  value = present(value);
-  if (!value) {
-    return "-";
-  }
-  const double magnitude = std::abs(*value);
-  return num(value, magnitude >= 100 ? 1 : magnitude >= 1 ? 2 : 4);
-}
-
-// A level on an axis or a tolerance: "10", "0.5", without trailing zeros.
-std::string short_number(double value) {
-  if (!std::isfinite(value)) {
-    return "-";
-  }
-  std::string out = svg::fixed(value, 2);
-  while (out.ends_with('0')) {
-    out.pop_back();
-  }
-  if (out.ends_with('.')) {
-    out.pop_back();
-  }
-  return out;
-}
-
-std::string td(const std::string& html, const std::string& css_class = "") {
-  return css_class.empty() ? "<td>" + html + "</td>" : "<td class=\"" + css_class + "\">" + html + "</td>";
-}
-
-std::string th(const std::string& text, const std::string& css_class = "") {
-  return css_class.empty() ? "<th>" + escape(text) + "</th>"
-                           : "<th class=\"" + css_class + "\">" + escape(text) + "</th>";
-}
+using detail::general;
+using detail::num;
+using detail::present;
+using detail::short_number;
+using detail::td;
+using detail::th;
 
 class Page {
 public:
@@ -95,6 +57,9 @@ public:
     }
     for (const auto& table : m_report.commands) {
       commands(table);
+    }
+    if (m_report.has_telemetry()) {
+      m_out += detail::telemetry_html(m_report, [this](const std::string& name) { return style_of(name); });
     }
     categories();
     lengths();
@@ -150,8 +115,7 @@ private:
   }
 
   void figure(const std::string& kind, const std::string& svg_text, const std::string& caption) {
-    m_out += "<figure class=\"plot\" data-plot=\"" + kind + "\">\n" + svg_text;
-    m_out += "<figcaption>" + escape(caption) + "</figcaption>\n</figure>\n";
+    m_out += detail::figure_html(kind, svg_text, caption);
   }
 
   void tuning() {
@@ -230,7 +194,12 @@ private:
     heading("Single stream: " + table.benchmark, table.spec);
     m_out += "<table class=\"single-stream\">\n<thead><tr>" + th("Variant") + th("Output tok/s", "num") +
              th("Failed", "num") + th("Speedup [95% CI]", "num") + th("Verdict") + th("Accept length", "num") +
-             th("TTFT (ms)", "num") + th("TPOT (ms)", "num") + "</tr></thead>\n<tbody>\n";
+             th("TTFT (ms)", "num") + th("TPOT (ms)", "num");
+    const bool energy = detail::has_energy(table);
+    if (energy) {
+      m_out += th("Output tok/J", "num") + th("tok/J vs baseline", "num") + th("GPU power (W)", "num");
+    }
+    m_out += "</tr></thead>\n<tbody>\n";
     svg::BarChart chart{.title = "Single-stream output tokens per second, " + table.benchmark,
                         .y_label = "output tok/s (mean \u00b1 stdev)",
                         .unit = "tok/s",
@@ -248,10 +217,15 @@ private:
       const std::string failed = row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-";
       const std::string verdict(verdict_name(row.verdict));
       m_out += "<tr>" + variant_cell(row.variant) + td(tok_s, "num") +
-               td(failed, row.counts.failed > 0 ? "num bad" : "num") + td(escape(detail::ratio_text(row.speedup)), "num") +
+               td(failed, row.counts.failed > 0 ? "num bad" : "num") +
+               td(escape(detail::ratio_text(row.speedup)), "num") +
                td(escape(detail::verdict_text(row.verdict, row.why)), "verdict-" + util::slug(verdict)) +
-               td(num(row.accept_length, 2), "num") + td(num(row.ttft_ms, 1), "num") + td(num(row.tpot_ms, 2), "num") +
-               "</tr>\n";
+               td(num(row.accept_length, 2), "num") + td(num(row.ttft_ms, 1), "num") + td(num(row.tpot_ms, 2), "num");
+      if (energy) {
+        m_out += detail::tok_per_j_td(row.energy) + detail::tok_per_j_ratio_td(row.energy) +
+                 td(escape(detail::power_cell(row.energy)), "num");
+      }
+      m_out += "</tr>\n";
       chart.bars.push_back({.label = row.variant,
                             .value = mean,
                             .error = stdev,
@@ -259,6 +233,9 @@ private:
                             .style = style_of(row.variant)});
     }
     m_out += "</tbody>\n</table>\n<p class=\"sources\">" + escape(detail::sources_text(table)) + "</p>\n";
+    if (energy) {
+      m_out += "<p class=\"sources\">" + escape(detail::energy_note(1)) + "</p>\n";
+    }
     if (svg::has_data(chart)) {
       figure("single-stream", svg::render(chart),
              "Single stream, " + table.benchmark + ": output tok/s per variant, mean with \u00b1 one stdev over runs.");
@@ -310,6 +287,10 @@ private:
       }
     }
     m_out += "</tbody>\n</table>\n<p class=\"sources\">" + escape(detail::sources_text(table)) + "</p>\n";
+    if (detail::has_energy(table)) {
+      m_out +=
+          detail::energy_html(table, [this](const std::string& name, int rows) { return variant_cell(name, rows); });
+    }
     latency_table(table, "TTFT (ms)", &LevelFigures::ttft_p50_ms, &LevelFigures::ttft_p99_ms, 1);
     latency_table(table, "TPOT (ms)", &LevelFigures::tpot_p50_ms, &LevelFigures::tpot_p99_ms, 2);
     accept_table(table);
@@ -559,7 +540,11 @@ private:
 
   void glossary() {
     m_out += "<h2>Glossary</h2>\n<dl class=\"glossary\">\n";
-    for (const auto& [term, definition] : detail::glossary()) {
+    auto terms = detail::glossary();
+    if (m_report.has_telemetry()) {
+      terms.insert(terms.end(), detail::telemetry_glossary().begin(), detail::telemetry_glossary().end());
+    }
+    for (const auto& [term, definition] : terms) {
       m_out += "<dt>" + escape(term) + "</dt><dd>" + escape(definition) + "</dd>\n";
     }
     m_out += "</dl>\n";

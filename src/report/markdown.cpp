@@ -25,30 +25,55 @@ std::string variants_section(const Report& r) {
 }
 
 std::string single_stream_section(const SingleStreamTable& t) {
-  TextTable table({{"variant"},
-                   {"tok/s", Align::right},
-                   {"± stdev", Align::right},
-                   {"n", Align::right},
-                   {"failed", Align::right},
-                   {"speedup", Align::right},
-                   {"95% CI", Align::right},
-                   {"verdict"},
-                   {"accept len", Align::right},
-                   {"TTFT ms", Align::right},
-                   {"TPOT ms", Align::right}});
+  const bool energy = detail::has_energy(t);
+  std::vector<util::TableColumn> columns = {{"variant"},
+                                            {"tok/s", Align::right},
+                                            {"± stdev", Align::right},
+                                            {"n", Align::right},
+                                            {"failed", Align::right},
+                                            {"speedup", Align::right},
+                                            {"95% CI", Align::right},
+                                            {"verdict"},
+                                            {"accept len", Align::right},
+                                            {"TTFT ms", Align::right},
+                                            {"TPOT ms", Align::right}};
+  if (energy) {
+    columns.insert(columns.end(),
+                   {{"tok/J", Align::right}, {"tok/J vs baseline", Align::right}, {"GPU W", Align::right}});
+  }
+  TextTable table(std::move(columns));
+  std::string throttled;
   for (const auto& row : t.rows) {
     bool measured = row.tok_s.has_value();
-    table.add_row({row.variant, detail::tok_s_cell(row),
-                   fixed(measured ? std::optional(row.tok_s->stdev) : std::nullopt, 1),
-                   measured ? fmt::format("{}", row.tok_s->n) : "-",
-                   row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-",
-                   row.verdict == Verdict::baseline ? "1.00×" : detail::times(row.speedup ? std::optional(row.speedup->value)
-                                                                                         : std::nullopt),
-                   detail::interval(row.speedup), detail::verdict_text(row.verdict, row.why),
-                   fixed(row.accept_length, 2), fixed(row.ttft_ms, 1), fixed(row.tpot_ms, 2)});
+    std::vector<std::string> cells = {
+        row.variant,
+        detail::tok_s_cell(row),
+        fixed(measured ? std::optional(row.tok_s->stdev) : std::nullopt, 1),
+        measured ? fmt::format("{}", row.tok_s->n) : "-",
+        row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-",
+        row.verdict == Verdict::baseline
+            ? "1.00×"
+            : detail::times(row.speedup ? std::optional(row.speedup->value) : std::nullopt),
+        detail::interval(row.speedup),
+        detail::verdict_text(row.verdict, row.why),
+        fixed(row.accept_length, 2),
+        fixed(row.ttft_ms, 1),
+        fixed(row.tpot_ms, 2)};
+    if (energy) {
+      cells.insert(cells.end(), {detail::tok_per_j_cell(row.energy), detail::tok_per_j_ratio_cell(row.energy),
+                                 detail::power_cell(row.energy)});
+      for (const auto& repeat : row.energy.throttled) {
+        throttled += fmt::format("- **{}**: {}\n", row.variant, detail::throttle_text(repeat));
+      }
+    }
+    table.add_row(std::move(cells));
   }
-  return fmt::format("## {} (single stream)\n\n{}\n\n{}\n{}", t.benchmark, t.spec, table.markdown(),
-                     detail::sources_text(t));
+  std::string out = fmt::format("## {} (single stream)\n\n{}\n\n{}\n{}", t.benchmark, t.spec, table.markdown(),
+                                detail::sources_text(t));
+  if (energy) {
+    out += "\n\n" + detail::energy_note(1) + (throttled.empty() ? "" : "\n\n" + throttled);
+  }
+  return out;
 }
 
 // A table of variants × levels whose cells `cell` writes.
@@ -79,6 +104,30 @@ std::string level_grid(const LevelsTable& t, const std::string& title, Cell cell
   return table.empty() ? std::string() : fmt::format("{}:\n\n{}\n", title, table.markdown());
 }
 
+// tok/J beside tok/s: its figures, its ratio to the baseline's, the GPUs' power,
+// and the levels whose GPUs throttled.
+std::string energy_grids(const Report& r, const LevelsTable& t) {
+  std::string out = level_grid(t, t.repeats > 1 ? "Output tok/J (mean ± stdev over repeats)" : "Output tok/J",
+                               [](const LevelFigures& f) { return detail::tok_per_j_cell(f.energy); });
+  if (!r.baseline.empty()) {
+    out += level_grid(
+        t, fmt::format("tok/J vs {} [95% CI], verdict", r.baseline),
+        [](const LevelFigures& f) { return detail::tok_per_j_ratio_cell(f.energy); }, false, true, r.baseline);
+  }
+  out +=
+      level_grid(t, "GPU power W (mean, all GPUs)", [](const LevelFigures& f) { return detail::power_cell(f.energy); });
+  std::string throttled;
+  for (const auto& row : t.rows) {
+    for (std::size_t i = 0; i < row.levels.size(); ++i) {
+      for (const auto& repeat : row.levels[i].energy.throttled) {
+        throttled += fmt::format("- **{}** at {}: {}\n", row.variant, detail::throttle_where(t, i, repeat),
+                                 detail::throttle_text(repeat));
+      }
+    }
+  }
+  return throttled.empty() ? out : out + "Throttled levels:\n\n" + throttled + "\n";
+}
+
 std::string levels_section(const Report& r, const LevelsTable& t) {
   std::string out = fmt::format("## {} ({})\n\n{}\n\n", t.benchmark, t.rate ? "request rate" : "concurrency", t.spec);
   out += level_grid(
@@ -93,6 +142,9 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
           return f.speedup ? detail::ratio_text(f.speedup) + " " + verdict : verdict;
         },
         false, true, r.baseline);
+  }
+  if (detail::has_energy(t)) {
+    out += energy_grids(r, t);
   }
   auto pair = [](std::optional<double> p50, std::optional<double> p99, int decimals) {
     return p50 || p99 ? fixed(p50, decimals) + " / " + fixed(p99, decimals) : std::string("-");
@@ -123,6 +175,9 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
     out += level_grid(t, "Accept length", [](const LevelFigures& f) { return fixed(f.accept_length, 2); });
   }
   out += detail::sources_text(t) + "\n";
+  if (detail::has_energy(t)) {
+    out += "\n" + detail::energy_note(t.repeats) + "\n";
+  }
   return out;
 }
 
@@ -165,10 +220,33 @@ std::string noise_section(const Report& r) {
                      r.baseline, r.repeat, table.markdown());
 }
 
-std::string glossary_section() {
+// Per variant: its peak memory while loading, where its energy came from, and
+// what could not be sampled.
+std::string telemetry_section(const Report& r) {
+  std::string out = "## GPU telemetry\n\nnvidia-smi sampled each variant's GPUs while it loaded and during every "
+                    "level (telemetry.csv in its folder; report.html plots its power over time).\n\n";
+  for (const auto& v : r.variants) {
+    if (!v.telemetry) {
+      out += fmt::format("- **{}**: not sampled\n", v.name);
+      continue;
+    }
+    out += fmt::format("- **{}**: {}\n", v.name, detail::telemetry_summary(*v.telemetry));
+    for (const auto& warning : v.telemetry->warnings) {
+      out += fmt::format("  - warning: {}\n", warning);
+    }
+  }
+  return out;
+}
+
+std::string glossary_section(const Report& r) {
   std::string out = "## Glossary\n\n";
   for (const auto& [term, definition] : detail::glossary()) {
     out += fmt::format("- **{}**: {}\n", term, definition);
+  }
+  if (r.has_telemetry()) {
+    for (const auto& [term, definition] : detail::telemetry_glossary()) {
+      out += fmt::format("- **{}**: {}\n", term, definition);
+    }
   }
   return out;
 }
@@ -265,6 +343,9 @@ std::string to_markdown(const Report& r) {
   for (const auto& t : r.commands) {
     sections.push_back(command_section(t));
   }
+  if (r.has_telemetry()) {
+    sections.push_back(telemetry_section(r));
+  }
   if (!r.categories.empty()) {
     sections.push_back(categories_section(r));
   }
@@ -280,7 +361,7 @@ std::string to_markdown(const Report& r) {
   if (auto flags = flags_section(r); !flags.empty()) {
     sections.push_back(flags);
   }
-  sections.push_back(glossary_section());
+  sections.push_back(glossary_section(r));
   std::string out;
   for (auto& s : sections) {
     while (s.ends_with("\n")) {

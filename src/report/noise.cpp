@@ -2,6 +2,7 @@
 // note that says how far apart and how different the two were.
 
 #include "noise.hpp"
+#include "json_fields.hpp"
 
 #include <specctl/report/results.hpp>
 #include <specctl/util/duration.hpp>
@@ -14,8 +15,6 @@
 namespace specctl::report::detail {
 
 namespace {
-
-std::string text(const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : std::string(); }
 
 // The row of `name` in a table's rows, or nullptr.
 template <typename Row> const Row* row_of(const std::vector<Row>& rows, const std::string& name) {
@@ -63,6 +62,9 @@ std::vector<NoiseRow> noise_rows(const Report& r) {
     add(t.benchmark, "", "output_tok_s", mean(first->tok_s), mean(again->tok_s));
     add(t.benchmark, "", "ttft_ms", first->ttft_ms, again->ttft_ms);
     add(t.benchmark, "", "tpot_ms", first->tpot_ms, again->tpot_ms);
+    if (first->energy.sampled || again->energy.sampled) {
+      add(t.benchmark, "", "tok_per_j", mean(first->energy.tok_per_j), mean(again->energy.tok_per_j));
+    }
   }
   for (const auto& t : r.levels) {
     const auto* first = row_of(t.rows, r.baseline);
@@ -78,6 +80,9 @@ std::vector<NoiseRow> noise_rows(const Report& r) {
       add(t.benchmark, t.label(i), "ttft_p99_ms", a.ttft_p99_ms, b.ttft_p99_ms);
       add(t.benchmark, t.label(i), "tpot_p50_ms", a.tpot_p50_ms, b.tpot_p50_ms);
       add(t.benchmark, t.label(i), "tpot_p99_ms", a.tpot_p99_ms, b.tpot_p99_ms);
+      if (a.energy.sampled || b.energy.sampled) {
+        add(t.benchmark, t.label(i), "tok_per_j", mean(a.energy.tok_per_j), mean(b.energy.tok_per_j));
+      }
     }
   }
   return out;
@@ -89,8 +94,8 @@ std::string noise_note(const RunData& data, const Report& r) {
   auto first = data.results.find(r.baseline);
   auto again = data.results.find(r.repeat);
   if (first != data.results.end() && again != data.results.end()) {
-    auto t1 = utc_seconds(text(dig(first->second, {"started"})));
-    auto t2 = utc_seconds(text(dig(again->second, {"started"})));
+    auto t1 = utc_seconds(json_text(dig(first->second, {"started"})));
+    auto t2 = utc_seconds(json_text(dig(again->second, {"started"})));
     if (t1 && t2) {
       when = fmt::format(", {} later", util::format_duration(std::chrono::milliseconds(
                                            static_cast<std::int64_t>(std::abs(*t2 - *t1) * 1000))));

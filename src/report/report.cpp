@@ -1,9 +1,11 @@
 #include <specctl/report/report.hpp>
 
+#include "build_parts.hpp"
 #include "cells.hpp"
 #include "noise.hpp"
 #include "tuning.hpp"
 #include "workload.hpp"
+#include "json_fields.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -23,23 +25,14 @@ namespace specctl::report {
 namespace {
 
 using json = nlohmann::json;
+using detail::json_number;
+using detail::json_text;
 
 // The array at j[k1][k2]..., or an empty one.
 const json& array_at(const json& j, std::initializer_list<std::string_view> keys) {
   static const json k_empty = json::array();
   const json& at = dig(j, keys);
   return at.is_array() ? at : k_empty;
-}
-
-std::optional<double> number(const json& value) {
-  if (value.is_number() && std::isfinite(value.get<double>())) {
-    return value.get<double>();
-  }
-  return std::nullopt;
-}
-
-std::string text(const json& value, std::string fallback = {}) {
-  return value.is_string() ? value.get<std::string>() : fallback;
 }
 
 // The benchmarks in the experiment's order, with their kind; an experiment.json
@@ -57,26 +50,26 @@ struct BenchmarkInfo {
 std::vector<BenchmarkInfo> benchmarks_of(const RunData& data) {
   std::vector<BenchmarkInfo> out;
   for (const auto& b : array_at(data.experiment, {"benchmarks"})) {
-    BenchmarkInfo info{text(dig(b, {"name"})), text(dig(b, {"kind"})), text(dig(b, {"description"})), {}, 1, {}, 0};
+    BenchmarkInfo info{json_text(dig(b, {"name"})), json_text(dig(b, {"kind"})), json_text(dig(b, {"description"})), {}, 1, {}, 0};
     for (const auto& key : {"levels", "rates"}) {
       for (const auto& level : array_at(b, {key})) {
-        if (auto v = number(level)) {
+        if (auto v = json_number(level)) {
           info.levels.push_back(*v);
         }
       }
     }
-    info.repeats = static_cast<int>(number(dig(b, {"repeats"})).value_or(1));
+    info.repeats = static_cast<int>(json_number(dig(b, {"repeats"})).value_or(1));
     if (const auto& slo = dig(b, {"slo"}); slo.is_object()) {
       for (const auto& [metric, bound] : slo.items()) {
-        if (auto v = number(bound)) {
+        if (auto v = json_number(bound)) {
           info.slo.emplace_back(metric, *v);
         }
       }
     }
-    info.bisect = static_cast<int>(number(dig(b, {"bisect"})).value_or(0));
+    info.bisect = static_cast<int>(json_number(dig(b, {"bisect"})).value_or(0));
     for (const auto& [variant, result] : data.results) {
       if (info.kind.empty()) {
-        info.kind = text(dig(result, {"benchmarks", info.name, "kind"}));
+        info.kind = json_text(dig(result, {"benchmarks", info.name, "kind"}));
       }
     }
     if (!info.name.empty()) {
@@ -90,7 +83,7 @@ std::vector<double> run_figures(const json& benchmark) {
   std::vector<double> out;
   for (const auto& run : array_at(benchmark, {"result", "runs"})) {
     if (dig(run, {"ok"}) == true) {
-      if (auto v = number(dig(run, {"tok_s"}))) {
+      if (auto v = json_number(dig(run, {"tok_s"}))) {
         out.push_back(*v);
       }
     }
@@ -101,7 +94,7 @@ std::vector<double> run_figures(const json& benchmark) {
 Sources sources_of(const json& holder, const json& result) {
   Sources out;
   out.accept_length = detail::accept_source_text(holder);
-  out.tokens = text(dig(holder, {"metrics", "token_source"}), text(dig(result, {"token_source"})));
+  out.tokens = json_text(dig(holder, {"metrics", "token_source"}), json_text(dig(result, {"token_source"})));
   return out;
 }
 
@@ -111,7 +104,7 @@ std::string unjudgeable(const json& entry, const Counts& counts, double max_fail
   if (auto why = too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
     return *why;
   }
-  if (text(dig(entry, {"status"})) != "ok") {
+  if (json_text(dig(entry, {"status"})) != "ok") {
     return "the benchmark did not finish";
   }
   return "";
@@ -148,13 +141,13 @@ SingleFigures single_figures(const RunData& data, const std::string& name, const
   auto runs = run_figures(*b);
   if (!runs.empty()) {
     row.tok_s = spread_of(runs);
-  } else if (auto mean = number(dig(m, {"output_tok_s"}))) {
-    row.tok_s = Spread{*mean, number(dig(m, {"output_tok_s_stdev"})).value_or(0), 1};
+  } else if (auto mean = json_number(dig(m, {"output_tok_s"}))) {
+    row.tok_s = Spread{*mean, json_number(dig(m, {"output_tok_s_stdev"})).value_or(0), 1};
   }
   row.counts = counts_of(*b);
-  row.accept_length = number(dig(m, {"accept_length"}));
-  row.ttft_ms = number(dig(m, {"ttft_ms"}));
-  row.tpot_ms = number(dig(m, {"tpot_ms"}));
+  row.accept_length = json_number(dig(m, {"accept_length"}));
+  row.ttft_ms = json_number(dig(m, {"ttft_ms"}));
+  row.tpot_ms = json_number(dig(m, {"tpot_ms"}));
   row.sources = sources_of(*b, dig(*b, {"result", "level"}));
   out.refusal = unjudgeable(*b, row.counts, max_failed_pct);
   if (!row.tok_s && out.refusal.empty()) {
@@ -222,7 +215,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
   for (const auto& name : variants) {
     if (const json* b = detail::benchmark_entry(data, name, info.name)) {
       for (const auto& level : array_at(*b, {"levels"})) {
-        if (auto v = number(dig(level, {key})); v && !searched(level)) {
+        if (auto v = json_number(dig(level, {key})); v && !searched(level)) {
           levels.insert(*v);
         }
       }
@@ -240,7 +233,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
     // Every measurement of a level (one per repeat), in the order they ran.
     std::vector<std::vector<const json*>> samples(table.levels.size());
     for (const auto& level : array_at(*b, {"levels"})) {
-      auto v = searched(level) ? std::nullopt : number(dig(level, {key}));
+      auto v = searched(level) ? std::nullopt : json_number(dig(level, {key}));
       auto at = v ? std::find(table.levels.begin(), table.levels.end(), *v) : table.levels.end();
       if (at != table.levels.end()) {
         samples[static_cast<std::size_t>(at - table.levels.begin())].push_back(&level);
@@ -258,19 +251,19 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
         const auto& m = dig(*level, {"metrics"});
         const auto& r = dig(*level, {"result"});
         metrics.push_back(&m);
-        if (auto v = number(dig(m, {"goodput_rps"}))) {
+        if (auto v = json_number(dig(m, {"goodput_rps"}))) {
           goodput.push_back(*v);
         }
         f.counts += counts_of(*level);
-        if (auto v = number(dig(m, {"output_tok_s"}))) {
+        if (auto v = json_number(dig(m, {"output_tok_s"}))) {
           tok_s.push_back(*v);
         }
         for (const char* metric : {"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"}) {
-          if (auto v = number(dig(m, {metric}))) {
+          if (auto v = json_number(dig(m, {metric}))) {
             latency[metric].push_back(*v);
           }
         }
-        if (auto v = number(dig(m, {"accept_length"}))) {
+        if (auto v = json_number(dig(m, {"accept_length"}))) {
           accept.push_back(*v);
         }
         if (f.sources.accept_length.empty() && f.sources.tokens.empty()) {
@@ -322,8 +315,8 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
     LevelsRow row{name, sets[name].levels, {}, std::nullopt};
     if (const json* b = detail::benchmark_entry(data, name, info.name)) {
       if (const auto& found = dig(*b, {"slo_search"}); found.is_object()) {
-        row.search = SloSearchFigures{number(dig(found, {"max_rate"})), number(dig(found, {"missed_at"})),
-                                      static_cast<int>(array_at(found, {"steps"}).size()), text(dig(found, {"why"}))};
+        row.search = SloSearchFigures{json_number(dig(found, {"max_rate"})), json_number(dig(found, {"missed_at"})),
+                                      static_cast<int>(array_at(found, {"steps"}).size()), json_text(dig(found, {"why"}))};
       }
     }
     const std::string& refusal = sets[name].refusal;
@@ -359,7 +352,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
 
 const json* finished_benchmark(const RunData& data, const std::string& variant, const std::string& benchmark) {
   const json* entry = detail::benchmark_entry(data, variant, benchmark);
-  return entry != nullptr && text(dig(*entry, {"status"})) == "ok" ? entry : nullptr;
+  return entry != nullptr && json_text(dig(*entry, {"status"})) == "ok" ? entry : nullptr;
 }
 
 CommandTable command_table(const RunData& data, const BenchmarkInfo& info, const std::vector<std::string>& variants) {
@@ -377,43 +370,11 @@ CommandTable command_table(const RunData& data, const BenchmarkInfo& info, const
     std::vector<std::optional<double>> values;
     const json* b = finished_benchmark(data, name, info.name);
     for (const auto& metric : table.metrics) {
-      values.push_back(b != nullptr ? number(dig(*b, {"metrics", metric})) : std::nullopt);
+      values.push_back(b != nullptr ? json_number(dig(*b, {"metrics", metric})) : std::nullopt);
     }
     table.rows.emplace_back(name, std::move(values));
   }
   return table;
-}
-
-std::vector<ExpectationRow> expectation_rows(const RunData& data, const Report& report) {
-  std::vector<ExpectationRow> out;
-  for (const auto& x : array_at(data.experiment, {"expectations"})) {
-    experiment::Expectation e;
-    e.variant = text(dig(x, {"variant"}));
-    e.benchmark = text(dig(x, {"benchmark"}));
-    e.metric = text(dig(x, {"metric"}));
-    e.value = number(dig(x, {"value"})).value_or(0);
-    e.tolerance_pct = number(dig(x, {"tolerance_pct"})).value_or(0);
-    ExpectationRow row{e.variant, e.benchmark, {}, e.metric, e.value, {}, {}, e.tolerance_pct, false};
-    if (auto level = number(dig(x, {"level"}))) {
-      e.level = static_cast<int>(*level);
-      row.level = detail::level_label(false, *level);
-    }
-    if (auto rate = number(dig(x, {"rate"}))) {
-      e.rate = *rate;
-      row.level = detail::level_label(true, *rate);
-    }
-    auto it = data.results.find(e.variant);
-    const VariantRow* v = report.find_variant(e.variant);
-    if (it != data.results.end() && v != nullptr && v->status == "ok") {
-      row.measured = find_metric(it->second, e);
-    }
-    if (row.measured) {
-      row.delta_pct = e.value != 0 ? (*row.measured - e.value) / e.value * 100.0 : 0.0;
-      row.reproduced = std::abs(*row.delta_pct) <= e.tolerance_pct;
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
 }
 
 VariantRow variant_row(const RunData& data, const std::string& name, const std::vector<BenchmarkInfo>& benchmarks,
@@ -429,26 +390,26 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
     return row;
   }
   const json& r = it->second;
-  row.status = text(dig(r, {"status"}), "?");
+  row.status = json_text(dig(r, {"status"}), "?");
   if (row.status != "ok") {
-    row.reason = text(dig(r, {"reason"}), row.status);
+    row.reason = json_text(dig(r, {"reason"}), row.status);
   }
-  row.failed_phase = text(dig(r, {"failure", "phase"}));
+  row.failed_phase = json_text(dig(r, {"failure", "phase"}));
   for (const auto& line : array_at(r, {"failure", "log_tail"})) {
-    row.log_tail += text(line) + "\n";
+    row.log_tail += json_text(line) + "\n";
   }
-  row.host = text(dig(r, {"host"}));
+  row.host = json_text(dig(r, {"host"}));
   for (const auto& flag : array_at(r, {"flags"})) {
     if (flag.is_string()) {
       row.flags.push_back(flag.get<std::string>());
     }
   }
   row.attempt = dig(r, {"attempt"}).is_number_integer() ? dig(r, {"attempt"}).get<int>() : 0;
-  row.load_s = number(dig(r, {"load", "load_s"}));
-  row.duration_s = number(dig(r, {"duration_s"}));
+  row.load_s = json_number(dig(r, {"load", "load_s"}));
+  row.duration_s = json_number(dig(r, {"duration_s"}));
   if (const auto& phases = dig(r, {"phases"}); !row.duration_s && phases.is_object()) {
     for (const auto& [phase, seconds] : phases.items()) {
-      if (auto s = number(seconds)) {
+      if (auto s = json_number(seconds)) {
         row.duration_s = row.duration_s.value_or(0) + *s;
       }
     }
@@ -459,11 +420,11 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
       continue;
     }
     if (!row.accept_length) {
-      row.accept_length = number(dig(entry, {"metrics", "accept_length"}));
+      row.accept_length = json_number(dig(entry, {"metrics", "accept_length"}));
       // A level benchmark says it per level: the first level that has one.
       for (const auto& level : array_at(entry, {"levels"})) {
         if (!row.accept_length) {
-          row.accept_length = number(dig(level, {"metrics", "accept_length"}));
+          row.accept_length = json_number(dig(level, {"metrics", "accept_length"}));
         }
       }
     }
@@ -498,6 +459,10 @@ const VariantRow* Report::find_variant(const std::string& name) const {
 
 std::string LevelsTable::label(std::size_t i) const { return detail::level_label(rate, levels.at(i)); }
 
+bool Report::has_telemetry() const {
+  return std::any_of(variants.begin(), variants.end(), [](const auto& v) { return v.telemetry.has_value(); });
+}
+
 bool Report::passed() const {
   return std::all_of(variants.begin(), variants.end(), [](const auto& v) { return v.status == "ok"; }) &&
          std::all_of(expectations.begin(), expectations.end(), [](const auto& e) { return e.reproduced; });
@@ -505,17 +470,17 @@ bool Report::passed() const {
 
 Report build_report(const RunData& data, const ReportOptions& options) {
   Report report;
-  report.experiment = text(dig(data.run, {"experiment"}));
-  report.description = text(dig(data.experiment, {"description"}));
-  report.started = text(dig(data.run, {"started"}));
-  report.specctl_version = text(dig(data.run, {"specctl_version"}));
+  report.experiment = json_text(dig(data.run, {"experiment"}));
+  report.description = json_text(dig(data.experiment, {"description"}));
+  report.started = json_text(dig(data.run, {"started"}));
+  report.specctl_version = json_text(dig(data.run, {"specctl_version"}));
   std::vector<std::string> variants;
   for (const auto& v : array_at(data.run, {"variants"})) {
     if (v.is_string()) {
       variants.push_back(v.get<std::string>());
     }
   }
-  std::string baseline = options.baseline.value_or(text(dig(data.experiment, {"baseline"})));
+  std::string baseline = options.baseline.value_or(json_text(dig(data.experiment, {"baseline"})));
   if (!baseline.empty() && std::find(variants.begin(), variants.end(), baseline) == variants.end()) {
     if (options.baseline) {
       throw Error(fmt::format("--baseline \"{}\": not a variant of this run{}", baseline,
@@ -527,11 +492,11 @@ Report build_report(const RunData& data, const ReportOptions& options) {
   }
   report.baseline = baseline;
 
-  report.max_failed_pct = number(dig(data.experiment, {"max_failed_pct"})).value_or(k_default_max_failed_pct);
+  report.max_failed_pct = json_number(dig(data.experiment, {"max_failed_pct"})).value_or(k_default_max_failed_pct);
   // The A/A repeat: a variant that measured this baseline again.
   for (const auto& v : array_at(data.experiment, {"variants"})) {
-    std::string name = text(dig(v, {"name"}));
-    if (!baseline.empty() && text(dig(v, {"repeat_of"})) == baseline && report.repeat.empty() &&
+    std::string name = json_text(dig(v, {"name"}));
+    if (!baseline.empty() && json_text(dig(v, {"repeat_of"})) == baseline && report.repeat.empty() &&
         std::find(variants.begin(), variants.end(), name) != variants.end()) {
       report.repeat = name;
     }
@@ -543,8 +508,8 @@ Report build_report(const RunData& data, const ReportOptions& options) {
   }
   for (const auto& v : array_at(data.experiment, {"variants"})) {
     for (auto& row : report.variants) {
-      if (row.name == text(dig(v, {"name"}))) {
-        row.repeat_of = text(dig(v, {"repeat_of"}));
+      if (row.name == json_text(dig(v, {"name"}))) {
+        row.repeat_of = json_text(dig(v, {"repeat_of"}));
       }
     }
   }
@@ -584,6 +549,8 @@ Report build_report(const RunData& data, const ReportOptions& options) {
       }
     }
   }
+  detail::add_telemetry(data, report);
+  report.power = detail::power_traces(data, variants);
   if (!report.repeat.empty()) {
     report.noise = detail::noise_rows(report);
     report.notes.push_back(detail::noise_note(data, report));
@@ -591,7 +558,7 @@ Report build_report(const RunData& data, const ReportOptions& options) {
     report.notes.push_back("the noise was to be measured, but the baseline's repeat is not in this run: "
                            "verdicts do not account for it");
   }
-  report.expectations = expectation_rows(data, report);
+  report.expectations = detail::expectation_rows(data, report);
   report.tuning = detail::tuning_section(data);
   return report;
 }

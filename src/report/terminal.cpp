@@ -37,8 +37,19 @@ std::vector<Column> columns(const Report& r) {
                      }
                      return std::string("-");
                    }});
+    if (detail::has_energy(t)) {
+      out.push_back({t.benchmark + " tok/J", [&t](const std::string& name) {
+                       for (const auto& row : t.rows) {
+                         if (row.variant == name) {
+                           return detail::tok_per_j_cell(row.energy);
+                         }
+                       }
+                       return std::string("-");
+                     }});
+    }
   }
   for (const auto& t : r.levels) {
+    const bool energy = detail::has_energy(t);
     for (std::size_t i = 0; i < t.levels.size(); ++i) {
       out.push_back({fmt::format("{} {}", t.benchmark, t.label(i)), [&t, i](const std::string& name) {
                        for (const auto& row : t.rows) {
@@ -48,6 +59,16 @@ std::vector<Column> columns(const Report& r) {
                        }
                        return std::string("-");
                      }});
+      if (energy) {
+        out.push_back({fmt::format("{} {} tok/J", t.benchmark, t.label(i)), [&t, i](const std::string& name) {
+                         for (const auto& row : t.rows) {
+                           if (row.variant == name) {
+                             return detail::tok_per_j_cell(row.levels[i].energy);
+                           }
+                         }
+                         return std::string("-");
+                       }});
+      }
     }
   }
   for (const auto& t : r.commands) {
@@ -100,6 +121,12 @@ std::string to_terminal(const Report& r) {
     }
     for (const auto& flag : v.flags) {
       lines.push_back(fmt::format("- {}: {}", v.name, flag));
+    }
+    if (v.telemetry && v.telemetry->load) {
+      lines.push_back(fmt::format("- {}: {}", v.name, detail::load_memory_text(*v.telemetry->load)));
+    }
+    for (const auto& warning : v.telemetry ? v.telemetry->warnings : std::vector<std::string>{}) {
+      lines.push_back(fmt::format("- {}: GPU telemetry: {}", v.name, warning));
     }
   }
   std::string out = table.markdown();

@@ -1,4 +1,5 @@
 #include "workload.hpp"
+#include "json_fields.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/report/results.hpp>
@@ -12,15 +13,8 @@ namespace {
 
 using json = nlohmann::json;
 
-std::optional<double> number(const json& value) {
-  if (value.is_number() && std::isfinite(value.get<double>())) {
-    return value.get<double>();
-  }
-  return std::nullopt;
-}
-
 int count(const json& value) {
-  return static_cast<int>(std::lround(std::max(0.0, number(value).value_or(0))));
+  return static_cast<int>(std::lround(std::max(0.0, json_number(value).value_or(0))));
 }
 
 // Adds a holder's categories to `order`, keeping the workload's order: by_category's
@@ -71,10 +65,10 @@ CategoryRow category_row(const std::string& variant, const std::vector<const jso
       counts.failed = count(dig(f, {"failed"}));
       counts.requests = counts.completed + counts.failed;
       figures->counts += counts;
-      if (auto v = number(dig(f, {"tok_s"}))) {
+      if (auto v = json_number(dig(f, {"tok_s"}))) {
         tok_s.push_back(*v);
       }
-      if (auto v = number(dig(f, {"accept_length"}))) {
+      if (auto v = json_number(dig(f, {"accept_length"}))) {
         accept.push_back(*v);
         if (row.accept_length_source.empty()) {
           row.accept_length_source = accept_source_text(f);
@@ -113,15 +107,15 @@ std::optional<CategoryTable> category_table(CategoryTable table, const std::vect
 }
 
 std::optional<LengthHistogram> histogram_of(const json& holder) {
-  auto lo = number(dig(holder, {"lo"}));
-  auto width = number(dig(holder, {"width"}));
+  auto lo = json_number(dig(holder, {"lo"}));
+  auto width = json_number(dig(holder, {"width"}));
   const auto& counts = dig(holder, {"counts"});
   if (!lo || !width || *width <= 0 || !counts.is_array() || counts.empty()) {
     return std::nullopt;
   }
   LengthHistogram out{*lo, *width, {}, 0};
   for (const auto& c : counts) {
-    auto v = number(c);
+    auto v = json_number(c);
     if (!v || *v < 0) {
       return std::nullopt;
     }
@@ -190,7 +184,7 @@ std::vector<CategoryTable> level_categories(const RunData& data, const LevelsTab
       if (const json* entry = benchmark_entry(data, variant, table.benchmark)) {
         if (const auto& levels = dig(*entry, {"levels"}); levels.is_array()) {
           for (const auto& level : levels) {
-            if (number(dig(level, {key})) == table.levels[i]) {
+            if (json_number(dig(level, {key})) == table.levels[i]) {
               repeats.push_back(&level);
             }
           }

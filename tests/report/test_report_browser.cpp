@@ -115,6 +115,8 @@ std::vector<std::string> scheme_args(Scheme scheme) {
 struct Browser {
   TempDir dir{"specctl-report-browser"};
   std::string html = specctl::report::to_html(specctl::test::sample_report());
+  // What the artifacts' names start with: "report" (report.html, report-light.png).
+  std::string artifact = "report";
 
   specctl::test::ChromiumRun run(std::vector<std::string> extra, const std::string& name) {
     auto args = specctl::test::chromium_base_args(dir / ("profile-" + name));
@@ -155,10 +157,10 @@ struct Browser {
     std::filesystem::create_directories(artifacts);
     write_file(dir / "report.html", html);
     // A copy to open beside the screenshots; renamed into place, as the light and dark tests may run at once.
-    const auto partial = artifacts / (std::string("report.html.") + (scheme == Scheme::dark ? "dark" : "light"));
+    const auto partial = artifacts / (artifact + ".html." + (scheme == Scheme::dark ? "dark" : "light"));
     write_file(partial, html);
-    std::filesystem::rename(partial, artifacts / "report.html");
-    const auto png = artifacts / (scheme == Scheme::dark ? "report-dark.png" : "report-light.png");
+    std::filesystem::rename(partial, artifacts / (artifact + ".html"));
+    const auto png = artifacts / (artifact + (scheme == Scheme::dark ? "-dark.png" : "-light.png"));
     std::filesystem::remove(png);
     const int height = std::clamp(page_height, 600, k_max_screenshot_height);
     auto args = scheme_args(scheme);
@@ -179,7 +181,11 @@ double luminance(const std::string& css) {
   return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255.0;
 }
 
-void check_plots(const json& measured) {
+// One bar chart per single-stream table, a throughput and a TTFT plot per levels table, one load-time chart.
+const std::map<std::string, int> k_sample_plots = {
+    {"single-stream", 1}, {"throughput", 3}, {"ttft", 3}, {"load-time", 1}};
+
+void check_plots(const json& measured, const std::map<std::string, int>& expected = k_sample_plots) {
   CHECK(measured.at("scripts").get<int>() == 1);
   std::map<std::string, int> kinds;
   for (const auto& plot : measured.at("plots")) {
@@ -191,8 +197,7 @@ void check_plots(const json& measured) {
     CHECK(plot.at("marks").get<int>() >= k_min_marks);
     CHECK(plot.at("caption").get<bool>());
   }
-  // One bar chart per single-stream table, a throughput and a TTFT plot per levels table, one load-time chart.
-  CHECK(kinds == std::map<std::string, int>{{"single-stream", 1}, {"throughput", 3}, {"ttft", 3}, {"load-time", 1}});
+  CHECK(kinds == expected);
 }
 
 void check_png(const std::filesystem::path& png) {
@@ -231,4 +236,25 @@ TEST_CASE("dark scheme: dark background, plots drawn, screenshot saved") {
   CHECK(luminance(measured.at("background").get<std::string>()) < 0.2);
   check_plots(measured);
   check_png(browser.screenshot(Scheme::dark, measured.at("height").get<int>()));
+}
+
+// tests/data/report/telemetry: a power-over-time plot for each of its two sampled
+// variants, laid out and drawn in both schemes beside the other plots.
+TEST_CASE("GPU telemetry: power plots drawn in light and dark, screenshots saved") {
+  if (!have_chromium()) {
+    return;
+  }
+  const auto fixture = std::filesystem::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report" / "telemetry";
+  const std::map<std::string, int> plots = {
+      {"single-stream", 1}, {"throughput", 1}, {"ttft", 1}, {"load-time", 1}, {"power", 2}};
+  for (Scheme scheme : {Scheme::light, Scheme::dark}) {
+    Browser browser;
+    browser.html = specctl::report::to_html(specctl::report::build_report(specctl::report::read_run(fixture)));
+    browser.artifact = "report-telemetry";
+    const json measured = browser.measure(scheme);
+    MESSAGE("measured: " << measured.dump());
+    CHECK(measured.at("dark").get<bool>() == (scheme == Scheme::dark));
+    check_plots(measured, plots);
+    check_png(browser.screenshot(scheme, measured.at("height").get<int>()));
+  }
 }

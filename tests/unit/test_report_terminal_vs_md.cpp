@@ -24,6 +24,8 @@ const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "
 struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  // The line of text above it ("Output tok/J (mean ± stdev over repeats):"), where a section has several.
+  std::string title;
 
   // The cell of `variant` (first column) under `column`; nullptr when there is none.
   const std::string* cell(const std::string& variant, const std::string& column) const {
@@ -73,6 +75,7 @@ std::map<std::string, std::vector<Table>> tables_of(const std::string& markdown)
   std::istringstream in(markdown);
   std::string line;
   std::string section;
+  std::string title;
   Table* table = nullptr;
   while (std::getline(in, line)) {
     if (line.starts_with("## ")) {
@@ -80,13 +83,16 @@ std::map<std::string, std::vector<Table>> tables_of(const std::string& markdown)
       table = nullptr;
     } else if (line.starts_with("|")) {
       if (table == nullptr) {
-        out[section].push_back({cells_of(line), {}});
+        out[section].push_back({cells_of(line), {}, title});
         table = &out[section].back();
       } else if (!line.starts_with("| -") && !line.starts_with("| :")) {
         table->rows.push_back(cells_of(line));
       }
     } else {
       table = nullptr;
+      if (!line.empty()) {
+        title = line;
+      }
     }
   }
   return out;
@@ -103,32 +109,40 @@ std::vector<fs::path> fixtures() {
   return out;
 }
 
-// The report.md section and column a terminal column stands for.
+// The report.md section and column a terminal column stands for, in the section's
+// table whose title starts with `title` (its first table when empty).
 struct Place {
   std::string section;
   std::string column;
+  std::string title;
 };
 
 Place place_of(const report::Report& r, const std::string& terminal_column) {
   if (terminal_column == "status" || terminal_column == "load s" || terminal_column == "accept len") {
-    return {"Variants", terminal_column};
+    return {"Variants", terminal_column, ""};
   }
   for (const auto& t : r.single_stream) {
     if (terminal_column == t.benchmark + " tok/s") {
-      return {t.benchmark + " (single stream)", "tok/s"};
+      return {t.benchmark + " (single stream)", "tok/s", ""};
+    }
+    if (terminal_column == t.benchmark + " tok/J") {
+      return {t.benchmark + " (single stream)", "tok/J", ""};
     }
   }
   for (const auto& t : r.levels) {
     for (std::size_t i = 0; i < t.levels.size(); ++i) {
       if (terminal_column == t.benchmark + " " + t.label(i)) {
-        return {t.benchmark + (t.rate ? " (request rate)" : " (concurrency)"), t.label(i)};
+        return {t.benchmark + (t.rate ? " (request rate)" : " (concurrency)"), t.label(i), ""};
+      }
+      if (terminal_column == t.benchmark + " " + t.label(i) + " tok/J") {
+        return {t.benchmark + (t.rate ? " (request rate)" : " (concurrency)"), t.label(i), "Output tok/J"};
       }
     }
   }
   for (const auto& t : r.commands) {
     for (const auto& metric : t.metrics) {
       if (terminal_column == t.benchmark + " " + metric) {
-        return {t.benchmark + " (command)", metric};
+        return {t.benchmark + " (command)", metric, ""};
       }
     }
   }
@@ -157,7 +171,11 @@ TEST_CASE("report: the terminal table and report.md are equal cell for cell on e
       Place place = place_of(r, column);
       REQUIRE_MESSAGE(!place.section.empty(), "a terminal column report.md does not have");
       REQUIRE(md.contains(place.section));
-      const Table& table = md[place.section].front();
+      const auto& tables = md[place.section];
+      auto titled =
+          std::find_if(tables.begin(), tables.end(), [&](const Table& t) { return t.title.starts_with(place.title); });
+      REQUIRE(titled != tables.end());
+      const Table& table = place.title.empty() ? tables.front() : *titled;
       for (const auto& row : shown.rows) {
         CAPTURE(row[0]);
         const std::string* in_md = table.cell(row[0], place.column);

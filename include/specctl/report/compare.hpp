@@ -13,6 +13,18 @@
 
 namespace specctl::report {
 
+// tok/J after / before, where either run sampled GPU telemetry: judged by the
+// same rule as tok/s, faster reading "better" (more tokens per joule).
+struct EnergyChange {
+  // Either side was sampled; all else is empty without.
+  bool sampled = false;
+  std::optional<Spread> before;
+  std::optional<Spread> after;
+  std::optional<Ratio> change;
+  Verdict verdict = Verdict::not_measured;
+  std::string why;
+};
+
 struct SingleStreamChange {
   std::string benchmark;
   std::optional<Spread> before;
@@ -20,6 +32,7 @@ struct SingleStreamChange {
   std::optional<Ratio> change;
   Verdict verdict = Verdict::not_measured;
   std::string why;
+  EnergyChange tok_per_j;
 };
 
 struct LevelChange {
@@ -35,6 +48,7 @@ struct LevelChange {
   std::string why;
   std::optional<double> before_ttft_p99_ms;
   std::optional<double> after_ttft_p99_ms;
+  EnergyChange tok_per_j;
 };
 
 struct VariantChange {
@@ -56,7 +70,7 @@ struct Comparison {
   std::vector<std::string> notes;
   std::vector<VariantChange> variants;
 
-  // A variant that was ok before and is not after, or is slower anywhere.
+  // A variant that was ok before and is not after, or is slower (or worse in tok/J) anywhere.
   bool regressed() const;
 };
 

@@ -96,6 +96,29 @@ struct Sources {
   std::string tokens;
 };
 
+// The model load's peak memory per GPU, from result.json's telemetry.load.
+struct LoadMemory {
+  // nvidia-smi's indices, or positions 0.. where the result does not name them.
+  std::vector<int> gpus;
+  // One per GPU, in `gpus` order.
+  std::vector<double> peak_mib;
+  // The fullest GPU's memory; absent when nvidia-smi did not say.
+  std::optional<double> total_mib;
+  int samples = 0;
+};
+
+// A variant's GPU telemetry as a whole (result.json's top-level telemetry and its levels').
+struct VariantTelemetry {
+  std::optional<LoadMemory> load;
+  // What could not be sampled ("host gpu1: nvidia-smi not found: no GPU telemetry").
+  std::vector<std::string> warnings;
+  // Where its energy figures came from: "counter", "integrated power", or both
+  // joined by " and "; empty when no level has one.
+  std::string energy_source;
+  // Its levels throttled for more than 5% of their time, as its flags say them.
+  std::vector<std::string> throttled;
+};
+
 struct VariantRow {
   std::string name;
   // ok, failed, interrupted, "not run" (no result.json) or damaged. A variant
@@ -118,8 +141,34 @@ struct VariantRow {
   std::string repeat_of;
   // What the run found doubtful about its figures: speculation that did
   // nothing, a GPU slot that shared its host with other variants, failed
-  // requests, prompts served from the prefix cache.
+  // requests, prompts served from the prefix cache, a level throttled by its GPUs.
   std::vector<std::string> flags;
+  // Absent when the variant's result says nothing of GPU telemetry.
+  std::optional<VariantTelemetry> telemetry;
+};
+
+// A repeat of a level (or a single-stream benchmark) during which the GPUs held a
+// clock-event reason for more than 5% of the time: (reason, share of the time).
+struct ThrottledRepeat {
+  int repeat = 1;
+  std::vector<std::pair<std::string, double>> reasons;
+};
+
+// A level's (or single-stream benchmark's) GPU figures from its telemetry, over
+// its repeats, and its tok/J against the baseline's by the rule of judge(), where
+// faster reads "better" (more tokens per joule) and slower "worse".
+struct EnergyFigures {
+  // Some repeat was sampled; every other field is empty without.
+  bool sampled = false;
+  // Output tokens / joules of all the variant's GPUs, one sample per repeat.
+  std::optional<Spread> tok_per_j;
+  std::optional<Ratio> ratio;
+  Verdict verdict = Verdict::not_measured;
+  std::string why;
+  // The GPUs' summed mean power (W) and energy (J), means over the repeats.
+  std::optional<double> power_w;
+  std::optional<double> energy_j;
+  std::vector<ThrottledRepeat> throttled;
 };
 
 struct SingleStreamRow {
@@ -138,6 +187,7 @@ struct SingleStreamRow {
   std::optional<double> ttft_ms;
   std::optional<double> tpot_ms;
   Sources sources;
+  EnergyFigures energy;
 };
 
 struct SingleStreamTable {
@@ -169,6 +219,7 @@ struct LevelFigures {
   std::optional<double> goodput_rps;
   std::optional<bool> slo_met;
   Sources sources;
+  EnergyFigures energy;
 };
 
 // A variant's search for the highest request rate that meets the SLO (a rate
@@ -360,6 +411,30 @@ struct TuningSection {
   std::vector<ParetoPoint> front;
 };
 
+// One sampling window of telemetry.csv: a benchmark's level and repeat, or the load.
+struct PowerWindow {
+  // Empty for the load.
+  std::string benchmark;
+  // As telemetry.csv says it: "load", "single", "c10", "r2.5".
+  std::string level;
+  int repeat = 1;
+  // (seconds since the variant's first sample, watts summed over its GPUs), a
+  // point per sample, or per run of samples averaged when a run has very many.
+  std::vector<std::pair<double, double>> points;
+};
+
+// A variant's summed GPU power over time, read from its telemetry.csv.
+struct PowerTrace {
+  std::string variant;
+  int gpus = 0;
+  // The GPUs' summed power limit, the largest sampled.
+  std::optional<double> limit_w;
+  // In the order sampled; a new window wherever benchmark, level or repeat changes.
+  std::vector<PowerWindow> windows;
+  // Rows that could not be read ("telemetry.csv:7: no power_w"); the rest is drawn.
+  std::vector<std::string> problems;
+};
+
 struct Report {
   std::string experiment;
   std::string description;
@@ -385,10 +460,15 @@ struct Report {
   // Things a reader must know to trust the tables ("the baseline failed: no speedups").
   std::vector<std::string> notes;
   std::optional<TuningSection> tuning;
+  // Per variant with a telemetry.csv, in the run's order.
+  std::vector<PowerTrace> power;
 
   const VariantRow* find_variant(const std::string& name) const;
   // Every variant ok and every expectation reproduced: what the exit code says.
   bool passed() const;
+  // Some variant's result says something of GPU telemetry: only then do the formats
+  // add their telemetry columns and sections, so other reports keep their bytes.
+  bool has_telemetry() const;
 };
 
 Report build_report(const RunData& data, const ReportOptions& options = {});

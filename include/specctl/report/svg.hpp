@@ -116,15 +116,42 @@ struct Histogram {
   int style = 0;
 };
 
+// One quantity over time in windows (a benchmark's levels and repeats): a line
+// per window, broken between them, and each window's start marked with a dashed
+// line and its label.
+struct TimeWindow {
+  std::string label;
+  std::vector<Point> points;
+};
+
+struct TimeChart {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  // Appended to values in the tooltips ("W").
+  std::string unit;
+  // The line's name in the legend ("summed power").
+  std::string name;
+  std::vector<TimeWindow> windows;
+  // A dashed horizontal line across the plot ("power limit"), when there is one.
+  std::optional<double> limit;
+  std::string limit_name;
+  int style = 0;
+};
+
 // Whether a chart has anything to draw; the page writes a note instead of an empty plot.
 bool has_data(const LineChart& chart);
 bool has_data(const BarChart& chart);
 bool has_data(const Histogram& chart);
+bool has_data(const TimeChart& chart);
 
 // An <svg> element with viewBox, role="img", a <title> and aria-label.
 std::string render(const LineChart& chart);
 std::string render(const BarChart& chart);
 // A bar per non-empty bin, so the bars' count is the bins that hold something.
 std::string render(const Histogram& chart);
+// Each window's label is written down along its mark from the top of the plot,
+// left out where it would run into the one before (its mark keeps it as a tooltip).
+std::string render(const TimeChart& chart);
 
 } // namespace specctl::report::svg
