@@ -197,8 +197,10 @@ std::vector<std::string> sampler_argv(const TelemetryProbe& probe, const std::op
   auto argv = probe.command;
   argv.push_back("--query-gpu=" + util::join(probe.fields, ","));
   argv.push_back("--format=csv,noheader,nounits");
-  argv.push_back("-lms");
-  argv.push_back(std::to_string(interval_ms));
+  if (interval_ms > 0) {
+    argv.push_back("-lms");
+    argv.push_back(std::to_string(interval_ms));
+  }
   if (gpus && !gpus->empty()) {
     argv.push_back("-i");
     argv.push_back(gpu_list(*gpus));
@@ -489,7 +491,7 @@ std::expected<void, Error> TelemetrySampler::start(remote::Host& host, int inter
   return {};
 }
 
-std::expected<std::vector<GpuSample>, Error> TelemetrySampler::stop(remote::Host& host) {
+std::expected<std::vector<GpuSample>, Error> TelemetrySampler::stop(remote::Host& host, bool last_sample) {
   if (m_pid <= 0) {
     return std::vector<GpuSample>{};
   }
@@ -506,9 +508,12 @@ std::expected<std::vector<GpuSample>, Error> TelemetrySampler::stop(remote::Host
       "while [ $i -lt 50 ]; do s=$(ps -o stat= -p {pid} 2>/dev/null) || break; "
       "case \"$s\" in *Z*) break;; esac; sleep 0.1; i=$((i+1)); done; "
       "if [ $i -ge 50 ]; then kill -KILL -{pid} 2>/dev/null; fi; fi; "
-      "tail -c +{from} {log} 2>/dev/null | head -c {max}",
+      "{last}tail -c +{from} {log} 2>/dev/null | head -c {max}",
       fmt::arg("pid", pid), fmt::arg("needle", util::shell_quote(needle)), fmt::arg("from", m_offset + 1),
-      fmt::arg("log", util::shell_quote(files.log())), fmt::arg("max", k_max_sample_bytes));
+      fmt::arg("log", util::shell_quote(files.log())), fmt::arg("max", k_max_sample_bytes),
+      fmt::arg("last", last_sample ? fmt::format("{} >> {} 2>/dev/null; ", util::shell_join(sampler_argv(m_probe, m_gpus, 0)),
+                                                 util::shell_quote(files.log()))
+                                   : std::string()));
   auto result = host.exec(line);
   if (!result) {
     return std::unexpected(result.error());

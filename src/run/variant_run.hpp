@@ -96,7 +96,7 @@ private:
   void start_telemetry();
   void load_telemetry_done();
   void start_sampling(Window& window);
-  void take_samples(Window& window);
+  void take_samples(Window& window, bool last_sample = false);
   void telemetry_figures(Window& window, ordered& holder, const bench::LevelResult& level);
   void stop_telemetry();
   void write_requests(const std::string& benchmark, const std::string& content);

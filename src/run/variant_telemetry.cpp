@@ -50,7 +50,9 @@ void VariantRun::load_telemetry_done() {
   Window load;
   load.label = {"", "load", 1};
   load.sampling = true;
-  take_samples(load);
+  // With one reading more once ready: the memory the load ended with (the KV cache is
+  // allocated last), which a load shorter than the 2 s interval would not have sampled.
+  take_samples(load, true);
   if (!load.samples.empty()) {
     m_result.doc()["telemetry"]["load"] = load_telemetry(load.samples);
   }
@@ -69,12 +71,12 @@ void VariantRun::start_sampling(Window& window) {
 }
 
 // Stops the window's sampler and keeps its samples, in the window and in telemetry.csv.
-void VariantRun::take_samples(Window& window) {
+void VariantRun::take_samples(Window& window, bool last_sample) {
   if (!m_telemetry || !window.sampling) {
     return;
   }
   window.sampling = false;
-  auto samples = m_telemetry->stop(*m_host);
+  auto samples = m_telemetry->stop(*m_host, last_sample);
   if (!samples) {
     warn(fmt::format("GPU telemetry: could not read the samples of {} {}: {}", window.label.benchmark,
                      window.label.level, samples.error().what()));

@@ -9,6 +9,7 @@
 #include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
+#include <set>
 
 namespace specctl::server {
 
@@ -167,10 +168,25 @@ std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningS
   if (!members) {
     return std::unexpected(members.error());
   }
+  // A GPU telemetry sampler runs in a group of its own under the server's tag and
+  // files (DIR/telemetry/): one a killed run left is stopped here without a warning.
+  const std::string sampler_files = server.files.dir + "/telemetry/";
+  std::set<int> sampler_groups;
   for (const auto& info : *members) {
-    if (info.pgid != server.pid) {
+    if (info.pgid != server.pid && info.args.find(sampler_files) != std::string::npos) {
+      sampler_groups.insert(info.pgid);
+    }
+  }
+  int samplers = 0;
+  for (const auto& info : *members) {
+    if (sampler_groups.contains(info.pgid)) {
+      ++samplers;
+    } else if (info.pgid != server.pid) {
       report.escaped.push_back(detail::describe_process(info));
     }
+  }
+  if (samplers > 0) {
+    reporter.info(fmt::format("{}: stopping the GPU telemetry sampler left beside {}", host.describe(), server.tag));
   }
   auto stopped = detail::stop_server(host, server.pid, server.tag, config.cleanup.grace);
   if (!stopped) {

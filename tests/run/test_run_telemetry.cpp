@@ -8,6 +8,10 @@
 #include <specctl/remote/local_host.hpp>
 #include <specctl/run/telemetry.hpp>
 
+#include <atomic>
+#include <cstdlib>
+#include <future>
+
 using namespace run_test;
 
 namespace {
@@ -89,7 +93,10 @@ TEST_CASE("telemetry: every window of a sweep is sampled: tok/J per level, telem
     CHECK(telemetry["warnings"].empty());
     // The load: eight GPUs (tp 8), each holding the model's share.
     REQUIRE(telemetry["load"]["memory_peak_mib"].size() == 8);
-    CHECK(telemetry["load"]["memory_peak_mib"][0].get<double>() > 0);
+    // A load of 2 s has one sample of its own and the reading taken once ready: the
+    // weights and the KV cache, most of the GPU under SGLang's memory fraction.
+    CHECK(telemetry["load"]["samples"].get<int>() >= 2);
+    CHECK(telemetry["load"]["memory_peak_mib"][0].get<double>() > 0.5 * telemetry["load"]["memory_total_mib"].get<double>());
     std::vector<const json*> windows{&result["benchmarks"]["single"]};
     for (const auto& level : result["benchmarks"]["parallel"]["levels"]) {
       windows.push_back(&level);
@@ -117,6 +124,13 @@ TEST_CASE("telemetry: every window of a sweep is sampled: tok/J per level, telem
     }
     CHECK(names == std::vector<std::string>{",load,1", "single,single,1", "parallel,c1,1", "parallel,c16,1"});
   }
+  // specsim's model: at 16 streams EAGLE-3's verify passes cost more power than its
+  // accepted tokens repay (fewer tok/s, more W), so the baseline makes more tokens a joule.
+  auto c16_tok_per_j = [&](const std::string& variant) {
+    auto result = read_json(sweep.out() / "variants" / variant / "result.json");
+    return result["benchmarks"]["parallel"]["levels"][1]["telemetry"]["tok_per_j"].get<double>();
+  };
+  CHECK(c16_tok_per_j("baseline") > 1.3 * c16_tok_per_j("eagle3"));
   CHECK(live_samplers(sweep.gpus()).empty());
   CHECK(stray_servers(sweep.state()) == "");
 }
@@ -191,8 +205,152 @@ TEST_CASE("telemetry: Ctrl-C, and kill -9 then --resume, during a sampled level 
     INFO(sweep.output());
     CHECK(code == 0);
     CHECK(live_samplers(sweep.gpus()).empty());
+    // Stopped as the sampler it is, not warned of as a server's runaway worker.
+    CHECK(sweep.output().find("left the server's process group") == std::string::npos);
     CHECK(stray_servers(sweep.state()) == "");
     auto result = read_json(sweep.out() / "variants/first/result.json");
     CHECK(result["benchmarks"]["long"]["levels"][0]["telemetry"]["tok_per_j"].get<double>() > 0);
   }
+}
+
+namespace {
+
+nlohmann::json sim_truth(st::Server& server) {
+  const auto answer = st::http_get(server.url("/sim/truth"));
+  REQUIRE(answer.status == 200);
+  return nlohmann::json::parse(answer.body);
+}
+
+// The GPUs' summed energy counter (mJ) and its instant (unix ms) by specsim's truth.
+std::pair<double, std::int64_t> truth_energy(st::Server& server) {
+  const auto truth = sim_truth(server);
+  double sum = 0.0;
+  for (const auto& gpu : truth["energy"]["gpus"]) {
+    sum += gpu["energy_mj"].get<double>();
+  }
+  return {sum, truth["energy"]["at_unix_ms"].get<std::int64_t>()};
+}
+
+} // namespace
+
+// What the report's tok/J stands on: the energy specctl's sampler measures over a
+// window (the counter's difference scaled to the window) against the exact energy
+// specsim's model spent in it, under a steady batch of 32 streams on 2 GPUs.
+TEST_CASE("telemetry: a window's energy as specctl measures it is specsim's own truth within 5%") {
+  st::Server server({"--tp-size", "2", "--sim-speed", "4"});
+  REQUIRE(server.wait_ready());
+  // The sampler runs `specsim nvidia-smi` through a shell on this machine, which
+  // finds the server's fake GPUs by this variable, as a sweep's does.
+  REQUIRE(::setenv("SPECSIM_GPU_DIR", server.gpus().path().c_str(), 1) == 0);
+  specctl::remote::LocalHost host;
+  const std::vector<int> gpus{0, 1};
+  auto probe = specctl::run::probe_telemetry(host, {st::specsim_binary(), "nvidia-smi"}, gpus);
+  REQUIRE(probe.has_value());
+  REQUIRE(probe->available);
+  REQUIRE(probe->energy_counter);
+
+  std::atomic<bool> load_done{false};
+  auto load = std::async(std::launch::async, [&] {
+    auto results = st::stream_post_many(server.url("/v1/completions"),
+                                        std::vector<std::string>(32, st::completion_body(600, st::Stream::yes)),
+                                        std::chrono::seconds(120));
+    load_done = true;
+    return results;
+  });
+  // Steady: every stream decoding (75 + 625 x (0.35 + 0.6 x 32/80) = 443.75 W a GPU).
+  REQUIRE(st::wait_until(
+      [&] {
+        const auto truth = sim_truth(server);
+        return truth["energy"]["gpus"][0]["power_w"].get<double>() > 0.95 * 443.75;
+      },
+      std::chrono::seconds(30)));
+
+  st::TempDir dir("telemetry-truth");
+  specctl::run::TelemetrySampler sampler(*probe, gpus, dir.path().string(), "specctl-test-truth");
+  REQUIRE(sampler.start(host, 500).has_value());
+  const auto [before_mj, t0] = truth_energy(server);
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  const auto [after_mj, t1] = truth_energy(server);
+  auto samples = sampler.stop(host);
+  REQUIRE(samples.has_value());
+  // The window lay inside the steady load.
+  CHECK_FALSE(load_done.load());
+  INFO(samples->size() << " samples");
+  REQUIRE(samples->size() >= 8);
+
+  const double seconds = static_cast<double>(t1 - t0) / 1000.0;
+  const auto figures = specctl::run::level_telemetry(*samples, seconds, 1000);
+  REQUIRE(figures.is_object());
+  CHECK(figures["energy_source"] == "counter");
+  const double truth_j = (after_mj - before_mj) / 1000.0;
+  INFO("measured " << figures["energy_j"].get<double>() << " J, truth " << truth_j << " J over " << seconds << " s");
+  CHECK(figures["energy_j"].get<double>() == doctest::Approx(truth_j).epsilon(0.05));
+  CHECK(figures["power_w"]["mean"].get<double>() == doctest::Approx(truth_j / seconds).epsilon(0.05));
+  CHECK(figures["throttled"].empty());
+
+  for (const auto& stream : load.get()) {
+    CHECK(stream.done);
+  }
+}
+
+// The power cap holds from user request 60 to request 90: inside the second level
+// whatever the warm-ups before it (the variant's and each level's: a few requests),
+// since each level sends 48. The first level is never capped.
+TEST_CASE("telemetry: a power cap during one level flags exactly that level, in result.json and the report") {
+  Sweep sweep;
+  sweep.write(R"(  - name: capped
+    knobs: {sim_fault: ["power-cap:60-90"]})",
+              R"(  - {name: parallel, kind: concurrency, levels: [32, 48], repeats: 1, requests: 48, max_tokens: 96})",
+              "1s", 5);
+  int code = sweep.run({"--out", sweep.out().string()});
+  INFO(sweep.output());
+  REQUIRE(code == 0);
+  auto result = read_json(sweep.out() / "variants/capped/result.json");
+  const auto& levels = result["benchmarks"]["parallel"]["levels"];
+  REQUIRE(levels.size() == 2);
+  CHECK(levels[0]["telemetry"]["throttled"].empty());
+  CHECK(levels[0]["telemetry"]["throttle"]["sw_power_cap"].get<double>() == 0.0);
+  CHECK(levels[1]["telemetry"]["throttled"] == json::array({"sw_power_cap"}));
+  CHECK(levels[1]["telemetry"]["throttle"]["sw_power_cap"].get<double>() > specctl::run::k_throttle_flag_share);
+  // The report flags that level and no other: its tok/J cell, and one note under the table.
+  const std::string md = st::read_file(sweep.out() / "report.md");
+  INFO(md);
+  std::vector<std::string> header, row, notes;
+  bool tok_per_j = false;
+  std::istringstream lines(md);
+  for (std::string line; std::getline(lines, line);) {
+    auto cells = [&] {
+      std::vector<std::string> out;
+      std::istringstream in(line);
+      for (std::string cell; std::getline(in, cell, '|');) {
+        const auto first = cell.find_first_not_of(' ');
+        out.push_back(first == std::string::npos ? "" : cell.substr(first, cell.find_last_not_of(' ') - first + 1));
+      }
+      return out;
+    };
+    if (line == "Output tok/J:") {
+      tok_per_j = true;
+    } else if (tok_per_j && header.empty() && line.starts_with("| variant |")) {
+      header = cells();
+    } else if (!header.empty() && row.empty() && line.starts_with("| capped ")) {
+      row = cells();
+    } else if (line.starts_with("- **capped** at ") && line.find("throttled") != std::string::npos) {
+      notes.push_back(line);
+    }
+  }
+  REQUIRE(row.size() == header.size());
+  int columns = 0;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == "c32") {
+      ++columns;
+      CHECK(row[i].find("throttled") == std::string::npos);
+    } else if (header[i] == "c48") {
+      ++columns;
+      CHECK(row[i].ends_with(" (throttled)"));
+    }
+  }
+  CHECK(columns == 2);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].starts_with("- **capped** at c48: throttled: sw_power_cap"));
+  CHECK(sweep.output().find("throttled") != std::string::npos);
 }

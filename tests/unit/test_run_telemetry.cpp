@@ -156,4 +156,7 @@ TEST_CASE("telemetry: nvidia-smi's refusal of a field names the field") {
                            std::vector<int>{2, 3}, 500);
   CHECK(argv == std::vector<std::string>{"nvidia-smi", "--query-gpu=index,timestamp", "--format=csv,noheader,nounits",
                                          "-lms", "500", "-i", "2,3"});
+  // One reading (the load's last, once ready): no loop.
+  CHECK(sampler_argv(TelemetryProbe{true, {"nvidia-smi"}, {"index"}, {}, false, {}}, std::nullopt, 0) ==
+        std::vector<std::string>{"nvidia-smi", "--query-gpu=index", "--format=csv,noheader,nounits"});
 }

@@ -52,7 +52,8 @@ std::optional<std::string> rejected_field(std::string_view err);
 std::expected<TelemetryProbe, Error> probe_telemetry(remote::Host& host, const std::vector<std::string>& command,
                                                      const std::optional<std::vector<int>>& gpus);
 
-// The sampler's words: COMMAND --query-gpu=FIELDS --format=csv,noheader,nounits -lms MS [-i GPUS].
+// The sampler's words: COMMAND --query-gpu=FIELDS --format=csv,noheader,nounits -lms MS [-i GPUS];
+// without -lms (one reading) when `interval_ms` is 0.
 std::vector<std::string> sampler_argv(const TelemetryProbe& probe, const std::optional<std::vector<int>>& gpus,
                                       int interval_ms);
 
@@ -126,8 +127,10 @@ public:
 
   std::expected<void, Error> start(remote::Host& host, int interval_ms);
   // Stops the sampler (TERM to its group, then waits for it to go, bounded) and
-  // returns what it sampled since it started.
-  std::expected<std::vector<GpuSample>, Error> stop(remote::Host& host);
+  // returns what it sampled since it started; with `last_sample`, one more reading
+  // taken once it stopped (the load's: a load shorter than its 2 s interval has one
+  // sample, taken before the weights).
+  std::expected<std::vector<GpuSample>, Error> stop(remote::Host& host, bool last_sample = false);
 
 private:
   TelemetryProbe m_probe;
