@@ -290,17 +290,9 @@ std::string render(const Histogram& chart) {
 
   const double width = chart.width > 0 && std::isfinite(chart.width) ? chart.width : 1;
   const double high = chart.lo + width * static_cast<double>(std::max<std::size_t>(1, chart.counts.size()));
-  // The x axis runs between round ticks around the bins, so every tick lies on the plot.
-  const auto ticks = nice_ticks(chart.lo, high, 6);
-  const Scale x(ScaleKind::linear, ticks.front(), ticks.back(), k_margin_left, plot_right());
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
-  for (double tick : ticks) {
-    out += fmt::format("<line class=\"tickmark\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", num(x(tick)),
-                       num(plot_bottom()), num(plot_bottom() + 5));
-    out += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x(tick)),
-                       num(plot_bottom() + 19), tick_label(tick, step));
-  }
-  out += x_axis_label(chart.x_label);
+  const auto x_axis = linear_x_axis(chart.lo, high, chart.x_label);
+  const Scale x(ScaleKind::linear, x_axis.ticks.front(), x_axis.ticks.back(), k_margin_left, plot_right());
+  out += x_axis.svg;
 
   // Bin bounds are usually whole tokens; a fractional width keeps its decimal.
   auto bound = [](double value) { return fixed(value, value == std::floor(value) ? 0 : 1); };

@@ -71,6 +71,21 @@ std::string x_axis_label(const std::string& label) {
                      num((k_margin_left + plot_right()) / 2), num(plot_bottom() + 40), escape(label));
 }
 
+XAxis linear_x_axis(double low, double high, const std::string& label) {
+  XAxis axis;
+  axis.ticks = nice_ticks(low, high, 6);
+  const Scale x(ScaleKind::linear, axis.ticks.front(), axis.ticks.back(), k_margin_left, plot_right());
+  const double step = axis.ticks.size() > 1 ? axis.ticks[1] - axis.ticks[0] : 1;
+  for (double tick : axis.ticks) {
+    axis.svg += fmt::format("<line class=\"tickmark\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", num(x(tick)),
+                            num(plot_bottom()), num(plot_bottom() + 5));
+    axis.svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x(tick)),
+                            num(plot_bottom() + 19), tick_label(tick, step));
+  }
+  axis.svg += x_axis_label(label);
+  return axis;
+}
+
 // A marker shape per style, so series differ without color (print, color blindness).
 std::string marker(int style, double x, double y, const std::string& tooltip) {
   const double r = k_marker_radius;

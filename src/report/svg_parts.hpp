@@ -45,6 +45,13 @@ struct YAxis {
 YAxis y_axis(double max_value, const std::string& label);
 
 std::string x_axis_label(const std::string& label);
+// A linear x axis between round ticks around [low, high] (so every tick lies on the
+// plot): its tick marks and labels, and the axis label.
+struct XAxis {
+  std::vector<double> ticks;
+  std::string svg;
+};
+XAxis linear_x_axis(double low, double high, const std::string& label);
 // A marker shape per style, so series differ without color (print, color blindness).
 std::string marker(int style, double x, double y, const std::string& tooltip);
 

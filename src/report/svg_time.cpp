@@ -65,18 +65,11 @@ std::string render(const TimeChart& chart) {
   std::string out = title_and_open(chart.title, height);
   const YAxis axis = y_axis(y_max, chart.y_label);
   out += axis.svg;
-  // The x axis runs between round ticks around the samples, so every tick lies on the plot.
-  const auto ticks = nice_ticks(x_low, x_high, 6);
+  const auto x_axis = linear_x_axis(x_low, x_high, chart.x_label);
+  const auto& ticks = x_axis.ticks;
   const Scale x(ScaleKind::linear, ticks.front(), ticks.back(), k_margin_left, plot_right());
   const Scale y(ScaleKind::linear, 0, axis.top, plot_bottom(), k_margin_top);
-  const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
-  for (double tick : ticks) {
-    out += fmt::format("<line class=\"tickmark\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", num(x(tick)),
-                       num(plot_bottom()), num(plot_bottom() + 5));
-    out += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(x(tick)),
-                       num(plot_bottom() + 19), tick_label(tick, step));
-  }
-  out += x_axis_label(chart.x_label);
+  out += x_axis.svg;
 
   // Where each window starts: a dashed mark across the plot, and its label written
   // down along it from the top (windows can be seconds apart), unless it would run

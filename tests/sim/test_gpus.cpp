@@ -28,15 +28,6 @@ struct App {
   std::string uuid;
 };
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
 std::vector<App> parse_apps(const std::string& text) {
   const std::regex line_format(
       R"(^(\d+), (sglang::scheduler_TP\d+), (\d+), (GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$)");

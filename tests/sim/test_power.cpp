@@ -68,15 +68,6 @@ std::int64_t parse_timestamp(const std::string& text) {
   return static_cast<std::int64_t>(std::mktime(&local)) * 1000 + millis;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
 // The complete lines of the loop's output after its header.
 std::vector<Sample> samples_of(const std::string& text) {
   std::vector<Sample> samples;

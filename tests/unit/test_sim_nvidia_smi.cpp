@@ -1,3 +1,5 @@
+#include "../support/temp_dir.hpp"
+
 #include <specctl/sim/gpu_state.hpp>
 #include <specctl/sim/nvidia_smi.hpp>
 
@@ -67,21 +69,6 @@ const std::string k_telemetry_fields =
     "--query-gpu=index,timestamp,power.draw,power.limit,utilization.gpu,memory.used,memory.total,temperature.gpu,"
     "clocks.sm,clocks.max.sm,total_energy_consumption,clocks_event_reasons.active";
 
-// A directory removed with everything in it when the test ends.
-struct ScratchDir {
-  std::filesystem::path path;
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "specsim-unit-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-};
-
 } // namespace
 
 TEST_CASE("sim nvidia-smi: compute apps in the real tool's format") {
@@ -133,11 +120,11 @@ TEST_CASE("sim nvidia-smi: the default table lists the processes") {
 }
 
 TEST_CASE("sim gpu state: config, stable UUIDs, bus ids") {
-  ScratchDir dir;
-  CHECK(load_gpu_config(dir.path)->count == 8);
-  std::ofstream(dir.path / "config") << "# a workstation\ncount = 2\nmemory_total_mib=97887\nname=NVIDIA RTX PRO 6000\n"
+  specctl::test::TempDir dir{"specsim-unit"};
+  CHECK(load_gpu_config(dir.path())->count == 8);
+  std::ofstream(dir.path() / "config") << "# a workstation\ncount = 2\nmemory_total_mib=97887\nname=NVIDIA RTX PRO 6000\n"
                                         "uuid_seed=42\n";
-  const auto config = load_gpu_config(dir.path);
+  const auto config = load_gpu_config(dir.path());
   REQUIRE(config.has_value());
   CHECK(config->count == 2);
   CHECK(config->memory_total_mib == 97887);
@@ -147,29 +134,29 @@ TEST_CASE("sim gpu state: config, stable UUIDs, bus ids") {
   CHECK(gpu_uuid(*config, 0) != gpu_uuid(GpuConfig{}, 0));
   CHECK(gpu_uuid(GpuConfig{}, 0).size() == 40);
   CHECK(gpu_bus_id(0) == "00000000:18:00.0");
-  std::ofstream(dir.path / "config") << "cuont=2\n";
-  CHECK(load_gpu_config(dir.path).error().find("unknown key \"cuont\"") != std::string::npos);
-  std::ofstream(dir.path / "config") << "count=zero\n";
-  CHECK(load_gpu_config(dir.path).error().find("invalid value \"zero\" for \"count\"") != std::string::npos);
+  std::ofstream(dir.path() / "config") << "cuont=2\n";
+  CHECK(load_gpu_config(dir.path()).error().find("unknown key \"cuont\"") != std::string::npos);
+  std::ofstream(dir.path() / "config") << "count=zero\n";
+  CHECK(load_gpu_config(dir.path()).error().find("invalid value \"zero\" for \"count\"") != std::string::npos);
 }
 
 TEST_CASE("sim gpu state: only live processes count") {
-  ScratchDir dir;
+  specctl::test::TempDir dir{"specsim-unit"};
   const pid_t self = ::getpid();
   const auto start = process_start_time(self);
   REQUIRE(start.has_value());
   REQUIRE(
-      write_app_entry(dir.path, AppEntry{.pid = self, .name = "me", .gpu = 1, .used_mib = 5, .start_time = *start}));
+      write_app_entry(dir.path(), AppEntry{.pid = self, .name = "me", .gpu = 1, .used_mib = 5, .start_time = *start}));
   // A pid that is surely not running, and this pid with a different start time (a reused pid).
   REQUIRE(
-      write_app_entry(dir.path, AppEntry{.pid = 4194000, .name = "gone", .gpu = 0, .used_mib = 5, .start_time = 1}));
-  REQUIRE(write_app_entry(dir.path, AppEntry{.pid = 1, .name = "reused", .gpu = 0, .used_mib = 5, .start_time = 1}));
-  const auto live = live_app_entries(dir.path);
+      write_app_entry(dir.path(), AppEntry{.pid = 4194000, .name = "gone", .gpu = 0, .used_mib = 5, .start_time = 1}));
+  REQUIRE(write_app_entry(dir.path(), AppEntry{.pid = 1, .name = "reused", .gpu = 0, .used_mib = 5, .start_time = 1}));
+  const auto live = live_app_entries(dir.path());
   REQUIRE(live.size() == 1);
   CHECK(live[0].name == "me");
   CHECK(live[0].gpu == 1);
-  remove_app_entry(dir.path, self);
-  CHECK(live_app_entries(dir.path).empty());
+  remove_app_entry(dir.path(), self);
+  CHECK(live_app_entries(dir.path()).empty());
 }
 
 TEST_CASE("sim gpu state: where the state lives") {
@@ -284,16 +271,16 @@ TEST_CASE("sim nvidia-smi: the loop flags") {
 }
 
 TEST_CASE("sim gpu state: power_limit_w and energy_counter") {
-  ScratchDir dir;
-  std::ofstream(dir.path / "config") << "power_limit_w=500\nenergy_counter=0\n";
-  const auto config = load_gpu_config(dir.path);
+  specctl::test::TempDir dir{"specsim-unit"};
+  std::ofstream(dir.path() / "config") << "power_limit_w=500\nenergy_counter=0\n";
+  const auto config = load_gpu_config(dir.path());
   REQUIRE(config.has_value());
   CHECK(config->power_limit_w == 500);
   CHECK_FALSE(config->energy_counter);
   CHECK(power_spec(*config).limit_w == 500.0);
-  CHECK(load_gpu_config(ScratchDir().path)->power_limit_w == 700);
-  std::ofstream(dir.path / "config") << "power_limit_w=50\n";
-  CHECK(load_gpu_config(dir.path).error().find("invalid value \"50\" for \"power_limit_w\"") != std::string::npos);
-  std::ofstream(dir.path / "config") << "energy_counter=maybe\n";
-  CHECK(load_gpu_config(dir.path).error().find("invalid value \"maybe\" for \"energy_counter\"") != std::string::npos);
+  CHECK(load_gpu_config(specctl::test::TempDir("specsim-unit").path())->power_limit_w == 700);
+  std::ofstream(dir.path() / "config") << "power_limit_w=50\n";
+  CHECK(load_gpu_config(dir.path()).error().find("invalid value \"50\" for \"power_limit_w\"") != std::string::npos);
+  std::ofstream(dir.path() / "config") << "energy_counter=maybe\n";
+  CHECK(load_gpu_config(dir.path()).error().find("invalid value \"maybe\" for \"energy_counter\"") != std::string::npos);
 }

@@ -1,3 +1,5 @@
+#include "../support/temp_dir.hpp"
+
 #include <specctl/sim/batch_engine.hpp>
 #include <specctl/sim/gpu_power.hpp>
 #include <specctl/sim/log.hpp>
@@ -20,21 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A directory removed with everything in it when the test ends.
-struct ScratchDir {
-  std::filesystem::path path;
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "specsim-power-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-};
-
 PerfModel default_model() {
   ServerArgs args;
   args.model_path = "/models/Kimi-K2.5-INT4";
@@ -49,9 +36,9 @@ std::chrono::system_clock::time_point at_ms(std::int64_t ms) {
 
 // A folder whose energy counters start at unix ms 1,000,000.
 constexpr std::int64_t k_epoch_ms = 1'000'000;
-void write_epoch(const ScratchDir& dir) {
-  std::filesystem::create_directories(dir.path / "power");
-  std::ofstream(dir.path / "power" / "epoch") << k_epoch_ms << "\n";
+void write_epoch(const specctl::test::TempDir& dir) {
+  std::filesystem::create_directories(dir.path() / "power");
+  std::ofstream(dir.path() / "power" / "epoch") << k_epoch_ms << "\n";
 }
 
 PowerRecord live_record(std::int64_t stamp_ms) {
@@ -146,25 +133,25 @@ TEST_CASE("sim power: a speculative verify pass computes the draft tokens of eve
 }
 
 TEST_CASE("sim power: records round-trip, and the reader adds the idle floor and each live server") {
-  ScratchDir dir;
+  specctl::test::TempDir dir{"specsim-power"};
   write_epoch(dir);
   const PowerSpec spec;
   const std::int64_t now = k_epoch_ms + 10'000;
   // No server: 75 W for 10 s on every GPU, idle.
-  const auto idle = read_gpu_power(dir.path, 2, spec, at_ms(now));
+  const auto idle = read_gpu_power(dir.path(), 2, spec, at_ms(now));
   REQUIRE(idle.size() == 2);
   CHECK(idle[0].energy_mj == doctest::Approx(750'000.0));
   CHECK(idle[0].power_w == 75.0);
   CHECK(idle[0].reasons == k_reason_gpu_idle);
   CHECK(idle[0].sm_mhz == spec.idle_sm_mhz);
 
-  write_power_record(dir.path, live_record(now - 500));
-  const auto read_back = read_power_record(dir.path / "power" / std::to_string(::getpid()));
+  write_power_record(dir.path(), live_record(now - 500));
+  const auto read_back = read_power_record(dir.path() / "power" / std::to_string(::getpid()));
   REQUIRE(read_back.has_value());
   CHECK(read_back->gpus == std::vector<int>{1});
   CHECK(read_back->extra_power_avg_w == 150.0);
   CHECK(read_back->reasons == 0);
-  const auto busy = read_gpu_power(dir.path, 2, spec, at_ms(now));
+  const auto busy = read_gpu_power(dir.path(), 2, spec, at_ms(now));
   CHECK(busy[0].energy_mj == doctest::Approx(750'000.0));
   // Its energy, plus its draw carried forward since its stamp (half a second).
   CHECK(busy[1].energy_mj == doctest::Approx(750'000.0 + 1000.0 + 200.0 * 500.0));
@@ -177,13 +164,13 @@ TEST_CASE("sim power: records round-trip, and the reader adds the idle floor and
   CHECK(busy[1].temperature_c == doctest::Approx(gpu_temperature_c(225.0, spec)));
 
   // A record that has not been renewed for 5 s is carried forward for 1 s only.
-  write_power_record(dir.path, live_record(now - 5000));
-  CHECK(read_gpu_power(dir.path, 2, spec, at_ms(now + 1))[1].energy_mj ==
+  write_power_record(dir.path(), live_record(now - 5000));
+  CHECK(read_gpu_power(dir.path(), 2, spec, at_ms(now + 1))[1].energy_mj ==
         doctest::Approx(750'075.0 + 1000.0 + 200.0 * 1000.0));
 }
 
 TEST_CASE("sim power: a server gone leaves its energy, and the counter never goes back") {
-  ScratchDir dir;
+  specctl::test::TempDir dir{"specsim-power"};
   write_epoch(dir);
   const PowerSpec spec;
   const std::int64_t now = k_epoch_ms + 10'000;
@@ -191,28 +178,28 @@ TEST_CASE("sim power: a server gone leaves its energy, and the counter never goe
   PowerRecord killed = live_record(now - 200);
   killed.pid = 4194000;
   killed.start_time = 1;
-  write_power_record(dir.path, killed);
+  write_power_record(dir.path(), killed);
   const double expected = 750'000.0 + 1000.0 + 200.0 * 200.0;
-  CHECK(read_gpu_power(dir.path, 2, spec, at_ms(now))[1].energy_mj == doctest::Approx(expected));
-  CHECK_FALSE(std::filesystem::exists(dir.path / "power" / "4194000"));
-  CHECK(read_gpu_power(dir.path, 2, spec, at_ms(now + 1000))[1].energy_mj == doctest::Approx(expected + 75'000.0));
+  CHECK(read_gpu_power(dir.path(), 2, spec, at_ms(now))[1].energy_mj == doctest::Approx(expected));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "power" / "4194000"));
+  CHECK(read_gpu_power(dir.path(), 2, spec, at_ms(now + 1000))[1].energy_mj == doctest::Approx(expected + 75'000.0));
   // A reader whose clock is behind the last reading's sees the last reading.
-  CHECK(read_gpu_power(dir.path, 2, spec, at_ms(now))[1].energy_mj == doctest::Approx(expected + 75'000.0));
+  CHECK(read_gpu_power(dir.path(), 2, spec, at_ms(now))[1].energy_mj == doctest::Approx(expected + 75'000.0));
 
   // A server that ends cleanly retires its record: exactly its energy, no extrapolation.
   PowerRecord ended = live_record(now);
-  retire_power_record(dir.path, ended);
-  CHECK_FALSE(std::filesystem::exists(dir.path / "power" / std::to_string(::getpid())));
-  CHECK(read_gpu_power(dir.path, 2, spec, at_ms(now + 2000))[1].energy_mj ==
+  retire_power_record(dir.path(), ended);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "power" / std::to_string(::getpid())));
+  CHECK(read_gpu_power(dir.path(), 2, spec, at_ms(now + 2000))[1].energy_mj ==
         doctest::Approx(expected + 150'000.0 + 1000.0));
 }
 
 TEST_CASE("sim power: the server's meter publishes what its steps draw, and retires on exit") {
-  ScratchDir dir;
-  const auto file = dir.path / "power" / std::to_string(::getpid());
+  specctl::test::TempDir dir{"specsim-power"};
+  const auto file = dir.path() / "power" / std::to_string(::getpid());
   {
     boost::asio::io_context io;
-    PowerMeter meter(io, dir.path, {0, 1}, 2, PowerSpec{});
+    PowerMeter meter(io, dir.path(), {0, 1}, 2, PowerSpec{});
     auto record = read_power_record(file);
     REQUIRE(record.has_value());
     CHECK(record->gpus == std::vector<int>{0, 1});
@@ -251,7 +238,7 @@ TEST_CASE("sim power: the server's meter publishes what its steps draw, and reti
   }
   // Retired: no record left, its energy in the base.
   CHECK_FALSE(std::filesystem::exists(file));
-  std::ifstream base(dir.path / "power" / "base");
+  std::ifstream base(dir.path() / "power" / "base");
   int gpu = -1;
   double mj = 0.0;
   REQUIRE(static_cast<bool>(base >> gpu >> mj));
