@@ -85,7 +85,10 @@ TEST_CASE("repeats and the A/A repeat: intervals per level, the noise table, the
   CHECK(cell["output_tok_s"]["n"] == 3);
   CHECK(cell["speedup"]["ci95_low"].is_number());
   CHECK(report["levels"][0]["rows"][2]["levels"][0]["verdict"] == "A/A");
-  CHECK(report["noise"].size() == 10);
+  // Per level (c1, c4): output tok/s, TTFT and TPOT p50/p99, and tok/J (GPU telemetry).
+  CHECK(report["noise"].size() == 12);
+  CHECK(std::ranges::count_if(report["noise"], [](const json& n) { return n.value("metric", "") == "tok_per_j"; }) ==
+        2);
   auto md = st::read_file(sweep.out() / "report.md");
   CHECK(md.find("## Noise (A/A)") != std::string::npos);
   CHECK(md.find("each level measured 3 times, interleaved") != std::string::npos);
