@@ -194,6 +194,9 @@ std::expected<TelemetryProbe, Error> probe_telemetry(remote::Host& host, const s
 
 std::vector<std::string> sampler_argv(const TelemetryProbe& probe, const std::optional<std::vector<int>>& gpus,
                                       int interval_ms) {
+  if (probe.tool == TelemetryTool::dcgmi) {
+    return dcgmi_sampler_argv(probe, gpus, interval_ms);
+  }
   auto argv = probe.command;
   argv.push_back("--query-gpu=" + util::join(probe.fields, ","));
   argv.push_back("--format=csv,noheader,nounits");
@@ -523,7 +526,8 @@ std::expected<std::vector<GpuSample>, Error> TelemetrySampler::stop(remote::Host
   const auto end = out.rfind('\n');
   const std::size_t used = end == std::string::npos ? 0 : end + 1;
   m_offset += used;
-  return parse_samples(std::string_view(out).substr(0, used), m_probe.fields);
+  const std::string_view whole = std::string_view(out).substr(0, used);
+  return m_probe.tool == TelemetryTool::dcgmi ? parse_dcgmi_samples(whole) : parse_samples(whole, m_probe.fields);
 }
 
 } // namespace specctl::run

@@ -20,12 +20,25 @@ constexpr int k_window_interval_ms = 500;
 } // namespace
 
 void VariantRun::start_telemetry() {
-  auto probe = probe_telemetry(*m_host, m_launch.telemetry, m_config.gpus);
+  // dcgmi where the template names it and it answers; else nvidia-smi, saying why.
+  std::expected<TelemetryProbe, Error> probe = std::unexpected(Error("no probe"));
+  std::vector<std::string> dcgmi_warnings;
+  if (!m_launch.dcgmi.empty()) {
+    probe = probe_dcgmi(*m_host, m_launch.dcgmi, m_config.gpus);
+    if (probe && !probe->available) {
+      dcgmi_warnings = std::move(probe->warnings);
+    }
+  }
+  if (m_launch.dcgmi.empty() || (probe && !probe->available)) {
+    probe = probe_telemetry(*m_host, m_launch.telemetry, m_config.gpus);
+  }
   if (!probe) {
     warn(fmt::format("GPU telemetry: {}", probe.error().what()));
     return;
   }
+  probe->warnings.insert(probe->warnings.begin(), dcgmi_warnings.begin(), dcgmi_warnings.end());
   ordered doc = {{"file", "telemetry.csv"},
+                 {"tool", probe->tool == TelemetryTool::dcgmi ? "dcgmi" : "nvidia-smi"},
                  {"fields", probe->fields},
                  {"energy_counter", probe->energy_counter},
                  {"throttle_field", probe->throttle_field ? ordered(*probe->throttle_field) : ordered(nullptr)},

@@ -173,6 +173,9 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
   for (const auto& word : tmpl.telemetry_command) {
     out.telemetry.push_back(substitute(word, config, options));
   }
+  for (const auto& word : tmpl.dcgmi_command) {
+    out.dcgmi.push_back(substitute(word, config, options));
+  }
   std::optional<std::vector<long>> version;
   // Only a template with `since` rules reads the version (llama-server's is not a dotted number).
   const bool versioned =

@@ -26,7 +26,8 @@ constexpr int k_max_extends_depth = 8;
 
 const std::vector<std::string> k_template_keys = {
     "name",           "description",   "extends", "command", "default_port", "health", "version_command",
-    "overridden_env", "process_names", "knobs",   "log",     "accept_length", "telemetry_command"};
+    "overridden_env", "process_names", "knobs",   "log",     "accept_length", "telemetry_command",
+    "dcgmi_command"};
 const std::vector<std::string> k_knob_keys = {"type",       "help", "short", "min",  "max",    "choices", "flag",
                                               "flag_false", "json", "env",   "list", "derive", "since"};
 const std::vector<std::string> k_log_keys = {"ready", "fatal", "progress", "milestones", "metrics"};
@@ -409,6 +410,10 @@ std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
   if (auto telemetry = top["telemetry_command"]; telemetry.present()) {
     tmpl->telemetry_command = telemetry.as_string_list().value_or(std::vector<std::string>{});
     check_placeholders(telemetry, tmpl->telemetry_command);
+  }
+  if (auto dcgmi = top["dcgmi_command"]; dcgmi.present()) {
+    tmpl->dcgmi_command = dcgmi.as_string_list().value_or(std::vector<std::string>{});
+    check_placeholders(dcgmi, tmpl->dcgmi_command);
   }
   if (auto env = top["overridden_env"]; env.present()) {
     tmpl->overridden_env = env.as_string_list().value_or(std::vector<std::string>{});

@@ -1,3 +1,4 @@
+#include <specctl/sim/dcgmi.hpp>
 #include <specctl/sim/nvidia_smi.hpp>
 #include <specctl/sim/specsim.hpp>
 #include <specctl/sim/workers.hpp>
@@ -46,6 +47,12 @@ int dispatch(int argc, char** argv) {
   }
   if (!args.empty() && args.front() == "nvidia-smi") {
     return run_nvidia_smi(std::span(args).subspan(1));
+  }
+  if (program == "dcgmi") {
+    return run_dcgmi(args);
+  }
+  if (!args.empty() && args.front() == "dcgmi") {
+    return run_dcgmi(std::span(args).subspan(1));
   }
   auto options = parse_args(args);
   if (!options && options.error().style == ArgStyle::llamacpp) {

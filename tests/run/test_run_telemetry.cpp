@@ -16,7 +16,8 @@ using namespace run_test;
 
 namespace {
 
-// Live samplers on this test's fake GPUs: nvidia-smi loops (`-lms`) whose environment
+// Live samplers on this test's fake GPUs: nvidia-smi loops (`-lms`) or dcgmi dmon (and
+// the bash that stamps its lines) whose environment
 // names the GPU folder. Another test's samplers have their own folder.
 std::vector<int> live_samplers(const std::filesystem::path& gpus) {
   std::vector<int> pids;
@@ -29,7 +30,9 @@ std::vector<int> live_samplers(const std::filesystem::path& gpus) {
     }
     std::string cmdline = st::read_file(it->path() / "cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find("nvidia-smi") == std::string::npos || cmdline.find("-lms") == std::string::npos) {
+    const bool smi_loop = cmdline.find("nvidia-smi") != std::string::npos && cmdline.find("-lms") != std::string::npos;
+    const bool dmon = cmdline.find("dcgmi") != std::string::npos && cmdline.find("dmon") != std::string::npos;
+    if (!smi_loop && !dmon) {
       continue;
     }
     std::string stat = st::read_file(it->path() / "stat");
@@ -353,4 +356,79 @@ TEST_CASE("telemetry: a power cap during one level flags exactly that level, in 
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].starts_with("- **capped** at c48: throttled: sw_power_cap"));
   CHECK(sweep.output().find("throttled") != std::string::npos);
+}
+
+// A template that names dcgmi: DCGM's `dcgmi dmon` samples instead of nvidia-smi
+// (specsim's stand-in reads the same fake GPUs); one whose dcgmi is missing falls
+// back to nvidia-smi and says so.
+TEST_CASE("telemetry: dcgmi dmon samples where the template names it, nvidia-smi where it is missing") {
+  auto with_template = [](Sweep& sweep, const std::string& name, const std::string& dcgmi) {
+    std::filesystem::create_directories(sweep.file().parent_path() / "templates");
+    std::ofstream(sweep.file().parent_path() / "templates" / (name + ".yaml"))
+        << "name: " << name << "\nextends: specsim\ndcgmi_command: " << dcgmi << "\n";
+    sweep.personality(name, "tp: 8, ");
+  };
+  SUBCASE("dcgmi") {
+    Sweep sweep;
+    with_template(sweep, "dcgm", "[\"{specctl_bindir}/specsim\", dcgmi]");
+    sweep.write("  - name: dcgm", k_telemetry_benchmarks, "2s", 5);
+    int code = sweep.run({"--out", sweep.out().string()});
+    INFO(sweep.output());
+    REQUIRE(code == 0);
+    auto result = read_json(sweep.out() / "variants/dcgm/result.json");
+    CHECK(result["telemetry"]["tool"] == "dcgmi");
+    CHECK(result["telemetry"]["energy_counter"] == true);
+    CHECK(result["telemetry"]["warnings"].empty());
+    CHECK(result["telemetry"]["load"]["memory_peak_mib"].size() == 8);
+    std::vector<const json*> windows{&result["benchmarks"]["single"]};
+    for (const auto& level : result["benchmarks"]["parallel"]["levels"]) {
+      windows.push_back(&level);
+    }
+    for (const auto* window : windows) {
+      const auto& t = (*window)["telemetry"];
+      REQUIRE(t.is_object());
+      CHECK(t["gpus"].size() == 8);
+      CHECK(t["energy_source"] == "counter");
+      CHECK(t["tok_per_j"].get<double>() > 0);
+      CHECK(t["power_w"]["mean"].get<double>() > 8 * 75.0);
+      CHECK(t["sm_clock_share"].get<double>() > 0);
+      CHECK(t["throttled"].empty());
+    }
+    const auto labels = csv_labels(sweep.out() / "variants/dcgm/telemetry.csv");
+    REQUIRE(labels.size() == 4);
+    CHECK(labels[0].first == ",load,1");
+    CHECK(labels[3].first == "parallel,c16,1");
+    CHECK(live_samplers(sweep.gpus()).empty());
+  }
+  SUBCASE("dcgmi that gives no sample") {
+    // dmon refuses: here an extra word before it; on a GPU node, no host engine to connect to.
+    Sweep sweep;
+    with_template(sweep, "baddcgm", "[\"{specctl_bindir}/specsim\", dcgmi, discovery]");
+    sweep.write("  - name: baddcgm", k_quick_benchmarks, "1s", 5);
+    int code = sweep.run({"--out", sweep.out().string()});
+    INFO(sweep.output());
+    REQUIRE(code == 0);
+    auto result = read_json(sweep.out() / "variants/baddcgm/result.json");
+    CHECK(result["telemetry"]["tool"] == "nvidia-smi");
+    REQUIRE(result["telemetry"]["warnings"].size() == 1);
+    CHECK(result["telemetry"]["warnings"][0].get<std::string>().find(
+              "dmon gave no sample (Error: only `dcgmi dmon` is simulated): GPU telemetry from nvidia-smi") !=
+          std::string::npos);
+    CHECK(result["benchmarks"]["parallel"]["levels"][0]["telemetry"]["tok_per_j"].get<double>() > 0);
+  }
+  SUBCASE("dcgmi missing") {
+    Sweep sweep;
+    with_template(sweep, "nodcgm", "[specctl-test-no-such-dcgmi]");
+    sweep.write("  - name: nodcgm", k_quick_benchmarks, "1s", 5);
+    int code = sweep.run({"--out", sweep.out().string()});
+    INFO(sweep.output());
+    REQUIRE(code == 0);
+    auto result = read_json(sweep.out() / "variants/nodcgm/result.json");
+    CHECK(result["telemetry"]["tool"] == "nvidia-smi");
+    REQUIRE(result["telemetry"]["warnings"].size() == 1);
+    CHECK(result["telemetry"]["warnings"][0].get<std::string>().find(
+              "specctl-test-no-such-dcgmi (or bash) not found: GPU telemetry from nvidia-smi") != std::string::npos);
+    CHECK(result["benchmarks"]["parallel"]["levels"][0]["telemetry"]["tok_per_j"].get<double>() > 0);
+    CHECK(live_samplers(sweep.gpus()).empty());
+  }
 }

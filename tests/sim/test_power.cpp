@@ -364,3 +364,45 @@ TEST_CASE("nvidia-smi -lms without a server: idle blocks at their own instants u
     }
   }
 }
+
+TEST_CASE("dcgmi dmon: DCGM's header again after 14 blocks, a row per GPU and block, SIGINT's goodbye, -c counts") {
+  GpuDir gpus;
+  std::ofstream(gpus.path() / "config") << "count=2\n";
+  TempDir out{"specsim-test"};
+  const std::map<std::string, std::string> env{{"SPECSIM_GPU_DIR", gpus.path().string()}};
+  {
+    Process dmon({specsim_binary(), "dcgmi", "dmon", "-e", "155,156", "-d", "50", "-i", "0,1"}, out / "dmon.txt", env);
+    // 16 blocks: the header before the first and again before the 16th.
+    REQUIRE(wait_until(
+        [&] {
+          const auto lines = lines_of(read_file(out / "dmon.txt"));
+          return std::ranges::count_if(lines, [](const std::string& l) { return l.starts_with("GPU 1 "); }) >= 16;
+        },
+        k_telemetry_timeout));
+    dmon.signal(SIGINT);
+    CHECK(dmon.wait_exit_code(k_exit_timeout) == 0);
+  }
+  const auto text = read_file(out / "dmon.txt");
+  CHECK(text.ends_with("\n\ndmon was stopped do to receiving a signal\n"));
+  const auto lines = lines_of(text);
+  REQUIRE(lines.size() >= 2 + 2 * 15 + 2 + 2);
+  CHECK(lines[0] == "#Entity   POWER             TOTEC                   ");
+  CHECK(lines[1] == "ID        W                 mJ                      ");
+  for (std::size_t block = 0; block < 15; ++block) {
+    CAPTURE(block);
+    CHECK(lines[2 + 2 * block].starts_with("GPU 0     75.000            "));
+    CHECK(lines[3 + 2 * block].starts_with("GPU 1     75.000            "));
+  }
+  CHECK(lines[2 + 2 * 15] == lines[0]);
+  CHECK(lines[3 + 2 * 15] == lines[1]);
+
+  // -c 2: two blocks and done, without a goodbye.
+  const auto counted = run_command({specsim_binary(), "dcgmi", "dmon", "-e", "203", "-c", "2", "-d", "10"}, env);
+  CHECK(counted.exit_code == 0);
+  CHECK(lines_of(counted.out).size() == 2 + 2 * 2);
+  // SIGTERM kills it, as it does the real one (no handler).
+  Process doomed({specsim_binary(), "dcgmi", "dmon", "-e", "155", "-d", "50"}, out / "doomed.txt", env);
+  REQUIRE(wait_until([&] { return lines_of(read_file(out / "doomed.txt")).size() >= 4; }, k_telemetry_timeout));
+  doomed.signal(SIGTERM);
+  CHECK(doomed.wait_exit_code(k_exit_timeout) == 128 + SIGTERM);
+}

@@ -160,3 +160,57 @@ TEST_CASE("telemetry: nvidia-smi's refusal of a field names the field") {
   CHECK(sampler_argv(TelemetryProbe{true, {"nvidia-smi"}, {"index"}, {}, false, {}}, std::nullopt, 0) ==
         std::vector<std::string>{"nvidia-smi", "--query-gpu=index", "--format=csv,noheader,nounits"});
 }
+
+// dmon's output as DCGM's DeviceMonitor prints it (header, rows, the header again,
+// the goodbye after SIGINT), each line stamped by the sampler's bash with the host's clock.
+TEST_CASE("telemetry: dcgmi dmon rows parse by DCGM's field order, N/A is no value, headers and goodbye are skipped") {
+  const std::string text =
+      "1764849600.000100 #Entity   SMCLK      DVCCTR                    SMMAX      TMPTR      POWER             "
+      "TOTEC                     PMLMT             GPUTL             FBTTL             FBUSD\n"
+      "1764849600.000200 ID                                                        C          W                 mJ\n"
+      "1764849600.010000 GPU 0     1980       0                         1980       45         443.750           "
+      "123456789                 700.000           98                143771            120000\n"
+      "1764849600.010100 GPU 1     1341       4                         1980       46         350.000           "
+      "N/A                       350.000           100               143771            118000\n"
+      "1764849600.500000 GPU 0     1980       0                         1980\n"
+      "1764849601.000000 \n"
+      "1764849601.000000 dmon was stopped do to receiving a signal\n"
+      "1764849601.100000 GPU 1     1341       4";
+  int bad = -1;
+  const auto samples = parse_dcgmi_samples(text, &bad);
+  CHECK(bad == 1); // the short row; the cut last line waits
+  REQUIRE(samples.size() == 2);
+  CHECK(samples[0].index == 0);
+  CHECK(samples[0].t == doctest::Approx(1764849600.01));
+  CHECK(samples[0].sm_mhz == 1980.0);
+  CHECK(samples[0].reasons == 0u);
+  CHECK(samples[0].temperature_c == 45.0);
+  CHECK(samples[0].power_w == 443.75);
+  CHECK(samples[0].energy_mj == 123456789.0);
+  CHECK(samples[0].power_limit_w == 700.0);
+  CHECK(samples[0].util_pct == 98.0);
+  CHECK(samples[0].memory_total_mib == 143771.0);
+  CHECK(samples[0].memory_used_mib == 120000.0);
+  CHECK(samples[1].index == 1);
+  CHECK(samples[1].reasons == 0x4u);
+  CHECK_FALSE(samples[1].energy_mj.has_value());
+}
+
+TEST_CASE("telemetry: dcgmi's sampler stamps dmon's lines with bash, -d for a loop and -c 1 for one reading") {
+  TelemetryProbe probe;
+  probe.available = true;
+  probe.tool = TelemetryTool::dcgmi;
+  probe.command = {"/opt/dcgm/dcgmi"};
+  const auto loop = sampler_argv(probe, std::vector<int>{0, 1}, 500);
+  REQUIRE(loop.size() == 12);
+  CHECK(loop[0] == "bash");
+  CHECK(loop[1] == "-c");
+  CHECK(loop[2].find("$EPOCHREALTIME") != std::string::npos);
+  CHECK(std::vector<std::string>(loop.begin() + 4, loop.end()) ==
+        std::vector<std::string>{"/opt/dcgm/dcgmi", "dmon", "-e", "100,112,113,150,155,156,160,203,250,252", "-d",
+                                 "500", "-i", "0,1"});
+  const auto once = sampler_argv(probe, std::nullopt, 0);
+  CHECK(std::vector<std::string>(once.begin() + 4, once.end()) ==
+        std::vector<std::string>{"/opt/dcgm/dcgmi", "dmon", "-e", "100,112,113,150,155,156,160,203,250,252", "-c",
+                                 "1"});
+}

@@ -29,7 +29,11 @@ std::vector<std::string> telemetry_fields_wanted();
 // A level is flagged when a throttle reason held for more than this share of it.
 inline constexpr double k_throttle_flag_share = 0.05;
 
-// What nvidia-smi on a host can sample, found by asking it once.
+// The program that samples: nvidia-smi, or DCGM's `dcgmi dmon` where the template
+// names one (`dcgmi_command`) and it answers.
+enum class TelemetryTool { nvidia_smi, dcgmi };
+
+// What nvidia-smi (or dcgmi) on a host can sample, found by asking it once.
 struct TelemetryProbe {
   bool available = false;
   // The command that answers as nvidia-smi (the template's `telemetry_command`).
@@ -40,6 +44,7 @@ struct TelemetryProbe {
   bool energy_counter = false;
   // What could not be sampled, in words.
   std::vector<std::string> warnings;
+  TelemetryTool tool = TelemetryTool::nvidia_smi;
 };
 
 // nvidia-smi's complaint about a field: `Field "x" is not a valid field to query.` -> "x".
@@ -53,7 +58,8 @@ std::expected<TelemetryProbe, Error> probe_telemetry(remote::Host& host, const s
                                                      const std::optional<std::vector<int>>& gpus);
 
 // The sampler's words: COMMAND --query-gpu=FIELDS --format=csv,noheader,nounits -lms MS [-i GPUS];
-// without -lms (one reading) when `interval_ms` is 0.
+// without -lms (one reading) when `interval_ms` is 0. For dcgmi: bash stamping each
+// line of `COMMAND dmon -e IDS -d MS [-i GPUS]` (or `-c 1`) with $EPOCHREALTIME.
 std::vector<std::string> sampler_argv(const TelemetryProbe& probe, const std::optional<std::vector<int>>& gpus,
                                       int interval_ms);
 
@@ -82,6 +88,34 @@ std::optional<double> parse_smi_timestamp(std::string_view text);
 // parse, counted in `bad_lines`.
 std::vector<GpuSample> parse_samples(std::string_view csv, const std::vector<std::string>& fields,
                                      int* bad_lines = nullptr);
+
+// dcgmi: the DCGM fields sampled, in this order (dcgmlib/dcgm_fields.h): SM clock
+// (100), clock-event reasons (112, a bitmask, printed in decimal), max SM clock (113),
+// GPU temperature (150), power (155, W), energy counter (156, mJ), power limit (160, W),
+// utilisation (203, %), framebuffer total and used (250, 252, MiB). Their short names
+// head dmon's columns and stand in TelemetryProbe::fields.
+struct DcgmField {
+  int id;
+  const char* short_name;
+};
+const std::vector<DcgmField>& dcgmi_fields();
+
+// Asks `COMMAND dmon -e IDS -c 1 [-i GPUS]` once. Not available (with a warning that
+// says why) when the program is missing or dmon fails (no host engine running, an
+// unknown field): the caller then falls back to nvidia-smi. An error only when the
+// host cannot be reached.
+std::expected<TelemetryProbe, Error> probe_dcgmi(remote::Host& host, const std::vector<std::string>& command,
+                                                 const std::optional<std::vector<int>>& gpus);
+
+// dmon's rows as the sampler records them, each prefixed by the host's clock when
+// bash read it (dmon prints no time): "1764849600.123456 GPU 0  312.450  ...". The
+// headers dmon repeats, and the line it prints when SIGINT stops it, are skipped; a
+// GPU row with the wrong number of values is counted in `bad_lines`.
+std::vector<GpuSample> parse_dcgmi_samples(std::string_view text, int* bad_lines = nullptr);
+
+// sampler_argv for a dcgmi probe.
+std::vector<std::string> dcgmi_sampler_argv(const TelemetryProbe& probe, const std::optional<std::vector<int>>& gpus,
+                                            int interval_ms);
 
 // The throttle reasons flagged, by NVML's bits, in report order.
 struct ThrottleReason {

@@ -17,6 +17,8 @@ struct LaunchCommand {
   std::vector<std::pair<std::string, std::string>> env;
   // The template's telemetry_command, its placeholders filled in.
   std::vector<std::string> telemetry;
+  // The template's dcgmi_command, filled in; empty when it names none.
+  std::vector<std::string> dcgmi;
   // Things a user should know before running it (e.g. env the engine overwrites).
   std::vector<std::string> warnings;
 

@@ -88,6 +88,10 @@ struct ServerTemplate {
   // The program that answers as nvidia-smi on the host, for GPU telemetry (placeholders
   // as in `command`); empty: no telemetry.
   std::vector<std::string> telemetry_command{"nvidia-smi"};
+  // DCGM's dcgmi, to sample with `dcgmi dmon` instead of nvidia-smi (placeholders as
+  // in `command`); empty (the default): nvidia-smi. Where dcgmi is missing or its dmon
+  // fails (no host engine), nvidia-smi samples, with a warning.
+  std::vector<std::string> dcgmi_command;
   std::vector<std::string> overridden_env;
   std::vector<std::string> process_names;
   std::vector<KnobDef> knobs;
