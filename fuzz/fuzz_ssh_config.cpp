@@ -1,7 +1,8 @@
 // ~/.ssh/config as specctl reads it for an experiment's SSH hosts: the first
 // line of the input is the alias looked up, the rest is the config. The file
-// reader must agree with the text reader, and the glob matcher of Host
-// patterns with a plain dynamic-programming matcher.
+// reader must agree with the text reader, an error must be one line that
+// starts with a file and a line number, and the glob matcher of Host patterns
+// must agree with a plain dynamic-programming matcher.
 
 #include "fuzz_support.hpp"
 
@@ -37,7 +38,46 @@ bool reference_glob(std::string_view pattern, std::string_view text) {
 }
 
 bool same(const remote::SshConfigEntry& a, const remote::SshConfigEntry& b) {
-  return a.hostname == b.hostname && a.user == b.user && a.port == b.port && a.identity_file == b.identity_file;
+  return a.hostname == b.hostname && a.user == b.user && a.port == b.port && a.identity_files == b.identity_files &&
+         a.identities_only == b.identities_only && a.certificate_files == b.certificate_files &&
+         a.proxy_jump == b.proxy_jump && a.proxy_command == b.proxy_command && a.connect_timeout == b.connect_timeout &&
+         a.server_alive_interval == b.server_alive_interval && a.server_alive_count_max == b.server_alive_count_max &&
+         a.strict_host_key_checking == b.strict_host_key_checking &&
+         a.user_known_hosts_files == b.user_known_hosts_files && a.host_key_alias == b.host_key_alias &&
+         a.unsupported == b.unsupported && a.notes == b.notes;
+}
+
+// "FILE:LINE: message" on one line.
+bool well_formed(const Error& error) {
+  std::string_view message = error.what();
+  if (error.kind() != ErrorKind::bad_input || message.find('\n') != std::string_view::npos) {
+    return false;
+  }
+  for (auto colon = message.find(':'); colon != std::string_view::npos; colon = message.find(':', colon + 1)) {
+    auto digits = message.find_first_not_of("0123456789", colon + 1);
+    if (digits != colon + 1 && digits != std::string_view::npos && message.substr(digits, 2) == ": ") {
+      return true;
+    }
+  }
+  return false;
+}
+
+void check(const remote::SshConfigEntry& entry) {
+  if (entry.port && (*entry.port < 1 || *entry.port > 65535)) {
+    std::abort();
+  }
+  for (auto seconds : {entry.connect_timeout, entry.server_alive_interval, entry.server_alive_count_max}) {
+    if (seconds && *seconds < 0) {
+      std::abort();
+    }
+  }
+  if (entry.proxy_command && !entry.proxy_jump.empty()) {
+    std::abort();
+  }
+  auto strict = entry.strict_host_key_checking;
+  if (strict && *strict != "yes" && *strict != "no" && *strict != "ask" && *strict != "accept-new") {
+    std::abort();
+  }
 }
 
 } // namespace
@@ -51,14 +91,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view alias = text.substr(0, std::min<std::size_t>(newline, 255));
   std::string_view config = newline == std::string_view::npos ? std::string_view{} : text.substr(newline + 1);
 
-  auto entry = remote::lookup_ssh_config(config, alias);
-  (void)entry.empty();
-  if (entry.port && (*entry.port < 1 || *entry.port > 65535)) {
-    std::abort();
-  }
+  // Relative Include paths and "~" lead into the scratch folder, which holds only the config.
+  static const remote::SshConfigContext context{(fuzz::ScratchDir::path() / "home").string(), "fuzz"};
   static const auto path = fuzz::ScratchDir::path() / "config";
   fuzz::write_file(path, config);
-  if (!same(entry, remote::lookup_ssh_config_file(path.string(), alias))) {
+
+  auto entry = remote::lookup_ssh_config(config, alias, context, path.string());
+  auto from_file = remote::lookup_ssh_config_file(path.string(), alias, context);
+  if (entry.has_value() != from_file.has_value()) {
+    std::abort();
+  }
+  if (entry) {
+    check(*entry);
+    (void)entry->empty();
+    if (!same(*entry, *from_file)) {
+      std::abort();
+    }
+  } else if (!well_formed(entry.error()) || std::string_view(entry.error().what()) != from_file.error().what()) {
     std::abort();
   }
 
