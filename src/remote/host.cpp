@@ -1,9 +1,9 @@
 #include <specctl/remote/host.hpp>
 
 #include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
 
 #include <filesystem>
-#include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -14,31 +14,6 @@ namespace {
 // Raw bytes per command: 64 KiB of base64, well under Linux's 128 KiB limit on one argument.
 constexpr std::size_t k_piece_bytes = 48 * 1024;
 
-std::string base64(std::string_view bytes) {
-  static constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
-                   static_cast<unsigned char>(bytes[i + 2]);
-    out += k_alphabet[(n >> 18) & 63];
-    out += k_alphabet[(n >> 12) & 63];
-    out += k_alphabet[(n >> 6) & 63];
-    out += k_alphabet[n & 63];
-  }
-  if (i < bytes.size()) {
-    auto n = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) {
-      n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    }
-    out += k_alphabet[(n >> 18) & 63];
-    out += k_alphabet[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? k_alphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 } // namespace
 
@@ -59,7 +34,7 @@ std::expected<void, Error> Host::write_file(const std::string& path, std::string
   }
   for (std::size_t at = 0; at < bytes.size(); at += k_piece_bytes) {
     auto piece =
-        exec(fmt::format("printf '%s' {} >> {}", base64(bytes.substr(at, k_piece_bytes)), util::shell_quote(encoded)),
+        exec(fmt::format("printf '%s' {} >> {}", util::base64(bytes.substr(at, k_piece_bytes)), util::shell_quote(encoded)),
              timeout);
     if (!piece) {
       return std::unexpected(piece.error());

@@ -1,10 +1,12 @@
 #include "ssh_connection.hpp"
 
 #include <specctl/util/duration.hpp>
+#include <specctl/util/text.hpp>
 
 #include <fmt/format.h>
 
 #include <array>
+#include <fstream>
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
@@ -31,6 +33,17 @@ bool is_transport_error(int rc) {
          rc == LIBSSH2_ERROR_SOCKET_TIMEOUT || rc == LIBSSH2_ERROR_BAD_SOCKET;
 }
 
+// The base64 key of an OpenSSH public key file ("type BASE64 comment"); empty when unreadable.
+std::string public_key_base64(const std::string& path) {
+  std::ifstream in(path);
+  std::string type;
+  std::string base64;
+  if (!(in >> type >> base64)) {
+    return {};
+  }
+  return base64;
+}
+
 class Authenticator {
 public:
   Authenticator(LIBSSH2_SESSION* session, int fd, const SshTarget& target, Clock::time_point deadline,
@@ -54,6 +67,14 @@ public:
       return libssh2_userauth_publickey_fromfile_ex(
           m_session, m_target.user.c_str(), static_cast<unsigned>(m_target.user.size()), public_key, path.c_str(), "");
     });
+    if (rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED && last_error_message(m_session) == "Callback returned error") {
+      // libssh2 1.10 reports a private key it could not read for signing (it
+      // needs a passphrase) as an unverified key: the server never saw it.
+      tried.push_back(fmt::format("{} (cannot be used: it needs a passphrase, which specctl never asks for; load it "
+                                  "into ssh-agent)",
+                                  configured));
+      return 0;
+    }
     return record(configured, rc);
   }
 
@@ -77,6 +98,9 @@ public:
     libssh2_agent_publickey* identity = nullptr;
     int count = 0;
     while (libssh2_agent_get_identity(agent.get(), &identity, identity) == 0) {
+      if (m_target.identities_only && !is_configured(identity)) {
+        continue;
+      }
       ++count;
       int rc = run([&] { return libssh2_agent_userauth(agent.get(), m_target.user.c_str(), identity); });
       if (rc == 0) {
@@ -86,7 +110,9 @@ public:
         return record("ssh-agent", rc);
       }
     }
-    tried.push_back(count == 0 ? std::string("ssh-agent (holds no keys)")
+    tried.push_back(count == 0 ? std::string(m_target.identities_only ? "ssh-agent (holds none of the IdentityFiles, "
+                                                                         "and IdentitiesOnly is set)"
+                                                                       : "ssh-agent (holds no keys)")
                                : fmt::format("ssh-agent ({} keys, all refused)", count));
     return 0;
   }
@@ -94,6 +120,18 @@ public:
   bool authenticated() const { return libssh2_userauth_authenticated(m_session) != 0; }
 
 private:
+  // Whether an agent key is the public half of a configured identity file.
+  bool is_configured(const libssh2_agent_publickey* identity) const {
+    for (const auto& configured : m_target.identities) {
+      auto recorded = public_key_base64(expand_home(configured) + ".pub");
+      auto offered = util::base64(std::string_view(reinterpret_cast<const char*>(identity->blob), identity->blob_len));
+      if (!recorded.empty() && recorded == offered) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   template <typename Call> int run(Call&& call) {
     return run_until_done(m_session, m_fd, m_deadline, m_stop, std::forward<Call>(call));
   }
@@ -143,17 +181,18 @@ std::string join(const std::vector<std::string>& parts) {
 std::expected<void, ConnectFailure> authenticate(LIBSSH2_SESSION* session, int fd, const SshTarget& target,
                                                  Clock::time_point deadline, const StopSignal& stop) {
   Authenticator auth(session, fd, target, deadline, stop);
-  // Like OpenSSH: the configured identity, then the agent; the default key
-  // files only when no identity is configured.
+  // The configured identities in order, then the agent; the default key files
+  // only when no identity is configured.
   int rc = 0;
-  if (target.identity) {
-    rc = auth.try_key_file(*target.identity);
+  for (auto key = target.identities.begin(); rc == 0 && key != target.identities.end(); ++key) {
+    rc = auth.try_key_file(*key);
   }
   if (rc == 0) {
     rc = auth.try_agent();
   }
+  bool configured = !target.identities.empty();
   bool any_default_key = false;
-  for (auto key = k_default_keys.begin(); rc == 0 && !target.identity && key != k_default_keys.end(); ++key) {
+  for (auto key = k_default_keys.begin(); rc == 0 && !configured && key != k_default_keys.end(); ++key) {
     if (exists(expand_home(std::string(*key)))) {
       any_default_key = true;
       rc = auth.try_key_file(std::string(*key));
@@ -172,7 +211,7 @@ std::expected<void, ConnectFailure> authenticate(LIBSSH2_SESSION* session, int f
     return std::unexpected(ConnectFailure{Error(fmt::format("{}: connection lost while authenticating as \"{}\": {}",
                                                             where, target.user, last_error_message(session)))});
   }
-  if (!target.identity && !any_default_key) {
+  if (!configured && !any_default_key) {
     auth.tried.push_back("no default key (~/.ssh/id_ed25519, id_ecdsa, id_rsa)");
   }
   return std::unexpected(ConnectFailure{Error(fmt::format("{}: public key authentication as \"{}\" failed; tried {}",

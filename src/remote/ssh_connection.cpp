@@ -1,4 +1,5 @@
 #include "ssh_connection.hpp"
+#include "ssh_route.hpp"
 
 #include <specctl/util/duration.hpp>
 
@@ -131,7 +132,8 @@ ssize_t recv_callback(libssh2_socket_t fd, void* buffer, size_t length, int flag
 }
 
 util::Duration send_stall_limit(const SshTarget& target) {
-  return std::max({3 * target.keepalive, target.connect_timeout, k_min_send_stall_limit});
+  return std::max({std::max(1, target.keepalive_count) * target.keepalive, target.connect_timeout,
+                   k_min_send_stall_limit});
 }
 
 ConnectFailure timed_out(const SshTarget& target, std::string_view during) {
@@ -147,10 +149,13 @@ void tune_socket(int fd, const SshTarget& target) {
   if (target.keepalive.count() > 0) {
     // Keepalives are sent every interval, so data unacknowledged for three of
     // them means the peer or the path is gone; the kernel then fails the socket.
-    auto limit = static_cast<unsigned int>((3 * target.keepalive).count());
+    auto limit = static_cast<unsigned int>((std::max(1, target.keepalive_count) * target.keepalive).count());
     ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &limit, sizeof limit);
   }
 }
+
+
+} // namespace
 
 std::expected<util::UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clock::time_point deadline,
                                                           const StopSignal& stop) {
@@ -201,8 +206,6 @@ std::expected<util::UniqueFd, ConnectFailure> connect_tcp(const SshTarget& targe
       fmt::format("{}: cannot connect to {} port {}: {}", target.describe(), target.hostname, port, last_error))});
 }
 
-} // namespace
-
 std::string expand_home(const std::string& path) {
   if (path == "~" || path.starts_with("~/")) {
     const char* home = std::getenv("HOME");
@@ -228,8 +231,9 @@ WaitResult wait_for_session(LIBSSH2_SESSION* session, int fd, Clock::time_point 
   return wait_for_fd(fd, events, deadline, stop);
 }
 
-Connection::Connection(std::unique_ptr<Transport> transport, util::UniqueFd socket, Session session)
-    : m_transport(std::move(transport)), m_socket(std::move(socket)), m_session(std::move(session)) {}
+Connection::Connection(std::unique_ptr<Transport> transport, Stream stream, Session session)
+    : m_keeper(std::move(stream.keeper)), m_transport(std::move(transport)), m_socket(std::move(stream.fd)),
+      m_session(std::move(session)) {}
 
 Connection::~Connection() {
   if (!m_session) {
@@ -253,15 +257,15 @@ void Connection::mark_failed(std::string why) {
   ::shutdown(m_socket.get(), SHUT_RDWR);
 }
 
-std::expected<Connection, ConnectFailure> establish(const SshTarget& target, const StopSignal& stop) {
+std::expected<Connection, ConnectFailure> establish(const SshTarget& target, Route& route, const StopSignal& stop) {
   ensure_libssh2_initialized();
   auto deadline = Clock::now() + target.connect_timeout;
-  auto socket = connect_tcp(target, deadline, stop);
-  if (!socket) {
-    return std::unexpected(std::move(socket.error()));
+  auto stream = route.open(target, deadline, stop);
+  if (!stream) {
+    return std::unexpected(std::move(stream.error()));
   }
   auto transport = std::make_unique<Transport>();
-  transport->fd = socket->get();
+  transport->fd = stream->fd.get();
   transport->stop = stop;
   transport->send_stall_limit = send_stall_limit(target);
   Session session(libssh2_session_init_ex(nullptr, nullptr, nullptr, transport.get()));
@@ -274,7 +278,7 @@ std::expected<Connection, ConnectFailure> establish(const SshTarget& target, con
   libssh2_session_set_blocking(session.get(), 0);
   auto methods = preferred_host_key_methods(target);
   libssh2_session_method_pref(session.get(), LIBSSH2_METHOD_HOSTKEY, methods.c_str());
-  Connection connection(std::move(transport), std::move(*socket), std::move(session));
+  Connection connection(std::move(transport), std::move(*stream), std::move(session));
 
   LIBSSH2_SESSION* s = connection.session();
   int rc =
@@ -284,6 +288,10 @@ std::expected<Connection, ConnectFailure> establish(const SshTarget& target, con
   }
   if (rc != 0) {
     auto why = connection.transport_failed() ? connection.transport_failure() : last_error_message(s);
+    // A ProxyCommand that failed says why on its standard error.
+    if (auto diagnosis = connection.stream_diagnosis(); !diagnosis.empty()) {
+      why += fmt::format(" ({})", diagnosis);
+    }
     return std::unexpected(ConnectFailure{Error(fmt::format("{}: SSH handshake failed: {}", target.describe(), why))});
   }
   if (auto verified = verify_host_key(s, target); !verified) {

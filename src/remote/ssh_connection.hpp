@@ -45,12 +45,33 @@ struct ConnectFailure {
   Retry retry = Retry::yes;
 };
 
+// What a stream leaves running besides its socket (a ProxyCommand); ended
+// when the connection that used it closes.
+class StreamKeeper {
+public:
+  StreamKeeper() = default;
+  StreamKeeper(const StreamKeeper&) = delete;
+  StreamKeeper& operator=(const StreamKeeper&) = delete;
+  virtual ~StreamKeeper() = default;
+  // Why the stream may have ended, for an error message ("ProxyCommand exited
+  // with status 255: ssh: connect to host bastion port 22: Connection refused"); may be empty.
+  virtual std::string diagnosis() = 0;
+};
+
+// A non-blocking socket to the node's sshd, whatever carries it.
+struct Stream {
+  util::UniqueFd fd;
+  std::unique_ptr<StreamKeeper> keeper;
+};
+
+class Route;
+
 // Everything libssh2 needs for one connection. Sends never return EAGAIN to
 // libssh2 (see send_callback in ssh_connection.cpp), so a session can carry
 // many channels at once from one thread without losing packets.
 class Connection {
 public:
-  Connection(std::unique_ptr<Transport> transport, util::UniqueFd socket, Session session);
+  Connection(std::unique_ptr<Transport> transport, Stream stream, Session session);
   Connection(Connection&&) noexcept = default;
   // Assigning would free the old session after its socket; use std::optional::emplace.
   Connection& operator=(Connection&&) = delete;
@@ -67,15 +88,25 @@ public:
   void mark_failed(std::string why);
   // Waits in libssh2's callbacks then also end when `stop` is requested.
   void set_stop(const StopSignal& stop) { m_transport->stop = stop; }
+  // What the stream's keeper says about a failure; empty for a plain socket.
+  std::string stream_diagnosis() const { return m_keeper ? m_keeper->diagnosis() : std::string(); }
 
 private:
+  // First, so that a ProxyCommand outlives the session's goodbye.
+  std::unique_ptr<StreamKeeper> m_keeper;
   std::unique_ptr<Transport> m_transport;
   util::UniqueFd m_socket;
   Session m_session;
 };
 
-// Connects, verifies the host key, authenticates; at most `target.connect_timeout`.
-std::expected<Connection, ConnectFailure> establish(const SshTarget& target, const StopSignal& stop);
+// Connects over a stream from `route`, verifies the host key, authenticates;
+// at most `target.connect_timeout`.
+std::expected<Connection, ConnectFailure> establish(const SshTarget& target, Route& route, const StopSignal& stop);
+
+// A TCP connection to target.hostname:port, tuned for SSH.
+std::expected<util::UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clock::time_point deadline,
+                                                          const StopSignal& stop);
+
 
 enum class WaitResult { ready, timed_out, stopped };
 

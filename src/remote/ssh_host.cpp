@@ -4,6 +4,7 @@
 
 #include <specctl/util/duration.hpp>
 #include <specctl/util/shell.hpp>
+#include <specctl/util/text.hpp>
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -27,6 +28,15 @@ std::string current_user() {
 
 std::string SshTarget::describe() const {
   auto address = user.empty() ? fmt::format("{}:{}", hostname, port) : fmt::format("{}@{}:{}", user, hostname, port);
+  if (!jumps.empty()) {
+    std::vector<std::string> hops;
+    for (const auto& hop : jumps) {
+      hops.push_back(hop.name.empty() ? hop.hostname : hop.name);
+    }
+    address += " via " + util::join(hops, ", ");
+  } else if (proxy_command) {
+    address += " via ProxyCommand";
+  }
   if (name.empty()) {
     return address;
   }
@@ -72,6 +82,11 @@ std::expected<void, Error> SshHost::write_file(const std::string& path, std::str
   return {};
 }
 
+std::expected<util::UniqueFd, Error> SshHost::open_stream(const std::string& target_host, int target_port,
+                                                          util::Duration timeout) {
+  return m_loop->open_stream(target_host, target_port, timeout);
+}
+
 int SshHost::reconnect_count() const {
   return m_loop->reconnect_count();
 }
@@ -89,7 +104,11 @@ std::expected<std::unique_ptr<SshHost>, Error> connect_ssh(const SshTarget& targ
     return std::unexpected(
         Error(fmt::format("{}: the connect timeout must be positive", resolved.describe()), ErrorKind::bad_input));
   }
-  auto connection = ssh::establish(resolved, ssh::StopSignal{});
+  auto route = ssh::make_route(resolved);
+  if (!route) {
+    return std::unexpected(std::move(route.error()));
+  }
+  auto connection = ssh::establish(resolved, **route, ssh::StopSignal{});
   if (!connection) {
     auto& failure = connection.error();
     // Refused keys and host keys will not get better; a host that did not answer may.
@@ -99,7 +118,7 @@ std::expected<std::unique_ptr<SshHost>, Error> connect_ssh(const SshTarget& targ
     return std::unexpected(std::move(failure.error));
   }
   try {
-    auto loop = std::make_unique<detail::SshLoop>(resolved, std::move(*connection));
+    auto loop = std::make_unique<detail::SshLoop>(resolved, std::move(*route), std::move(*connection));
     return std::make_unique<SshHost>(std::move(loop));
   } catch (const Error& error) {
     return std::unexpected(error);

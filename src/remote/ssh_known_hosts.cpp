@@ -75,6 +75,10 @@ std::string fingerprint(LIBSSH2_SESSION* session) {
 
 // The name OpenSSH writes into known_hosts for this host and port.
 std::string known_hosts_name(const SshTarget& target) {
+  if (target.host_key_alias) {
+    // As OpenSSH: the alias alone, whatever the port.
+    return *target.host_key_alias;
+  }
   if (target.port == 22) {
     return target.hostname;
   }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <memory>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -76,8 +78,8 @@ int poll_ms(Clock::time_point now, Clock::time_point until) {
 
 } // namespace
 
-SshLoop::SshLoop(SshTarget target, ssh::Connection connection)
-    : m_target(std::move(target)), m_where(m_target.describe()), m_wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+SshLoop::SshLoop(SshTarget target, std::unique_ptr<ssh::Route> route, ssh::Connection connection)
+    : m_target(std::move(target)), m_route(std::move(route)), m_where(m_target.describe()), m_wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!m_wake) {
     throw Error(fmt::format("{}: cannot create an eventfd: {}", m_where, std::strerror(errno)));
   }
@@ -183,6 +185,44 @@ std::expected<int, Error> SshLoop::open_tunnel(const std::string& target_host, i
   return port;
 }
 
+std::expected<util::UniqueFd, Error> SshLoop::open_stream(const std::string& target_host, int target_port,
+                                                         util::Duration timeout) {
+  auto fail = [&](std::string why, ErrorKind kind = ErrorKind::failed) {
+    return std::unexpected(
+        Error(fmt::format("{}: cannot forward to {}:{}: {}", m_where, target_host, target_port, why), kind));
+  };
+  if (target_host.empty() || target_port <= 0 || target_port > 65535) {
+    return fail("not an address", ErrorKind::bad_input);
+  }
+  int pair[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
+    return fail(std::strerror(errno));
+  }
+  util::UniqueFd ours(pair[0]);
+  util::UniqueFd theirs(pair[1]);
+  auto promise = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto answer = promise->get_future();
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_stopping) {
+      return fail("the host is closed");
+    }
+    m_incoming_ops.push_back(std::make_unique<ssh::TunnelConnectionOp>(
+        std::move(theirs), target_host, target_port, 0,
+        [promise](std::optional<std::string> refused) { promise->set_value(std::move(refused)); }));
+  }
+  wake();
+  // The open waits for a connection first when this hop is reconnecting. An
+  // answer that comes after we gave up finds our end closed: the channel ends.
+  if (answer.wait_for(timeout) != std::future_status::ready) {
+    return fail(fmt::format("no answer within {}", util::format_duration(timeout)), ErrorKind::timed_out);
+  }
+  if (auto refused = answer.get()) {
+    return fail(strip_prefix(*refused, m_where + ": "));
+  }
+  return ours;
+}
+
 void SshLoop::run() {
   while (!m_stopping) {
     take_incoming();
@@ -252,7 +292,7 @@ void SshLoop::reconnect() {
       }
       backoff = std::min(backoff * 2, m_target.reconnect_backoff_max);
     }
-    auto connection = ssh::establish(m_target, ssh::StopSignal{&m_stopping});
+    auto connection = ssh::establish(m_target, *m_route, ssh::StopSignal{&m_stopping});
     if (connection) {
       m_connection.emplace(std::move(*connection));
       m_next_keepalive = Clock::now() + m_target.keepalive;

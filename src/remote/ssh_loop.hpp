@@ -1,6 +1,7 @@
 #pragma once
 
 #include "ssh_ops.hpp"
+#include "ssh_route.hpp"
 
 #include <specctl/remote/ssh_host.hpp>
 
@@ -30,7 +31,7 @@ namespace specctl::remote::detail {
 // which only moves bytes.
 class SshLoop {
 public:
-  SshLoop(SshTarget target, ssh::Connection connection);
+  SshLoop(SshTarget target, std::unique_ptr<ssh::Route> route, ssh::Connection connection);
   SshLoop(const SshLoop&) = delete;
   SshLoop& operator=(const SshLoop&) = delete;
   ~SshLoop();
@@ -39,6 +40,8 @@ public:
   std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout,
                                            std::string input = {});
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port);
+  std::expected<util::UniqueFd, Error> open_stream(const std::string& target_host, int target_port,
+                                                   util::Duration timeout);
   int reconnect_count() const { return m_reconnects.load(); }
 
 private:
@@ -70,6 +73,8 @@ private:
   util::Duration answer_bound(util::Duration timeout) const;
 
   const SshTarget m_target;
+  // Before the connection, which may speak over a stream the route keeps open.
+  std::unique_ptr<ssh::Route> m_route;
   const std::string m_where;
   std::atomic<bool> m_stopping{false};
   util::UniqueFd m_wake;

@@ -9,6 +9,7 @@
 #include <specctl/remote/host.hpp>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <optional>
 #include <string>
@@ -147,10 +148,15 @@ private:
 // when nobody is connected any more.
 std::string wrap_command(const std::string& command_line, util::Duration timeout);
 
-// One connection accepted on a tunnel's port, forwarded over a direct-tcpip channel.
+// Told once whether a forwarded connection's channel opened: nothing, or why not.
+using OpenNotice = std::function<void(std::optional<std::string> refused)>;
+
+// One connection accepted on a tunnel's port, or one end of a socket pair a
+// next hop's SSH connection speaks over, forwarded over a direct-tcpip channel.
 class TunnelConnectionOp final : public Op {
 public:
-  TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port);
+  TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port,
+                     OpenNotice on_open = {});
 
   bool step(OpContext& ctx) override;
   bool finished() const override { return m_stage == Stage::done; }
@@ -175,8 +181,10 @@ private:
   bool pump_up(OpContext& ctx);
   bool pump_down(OpContext& ctx);
   void close(OpContext& ctx);
+  void notify(std::optional<std::string> refused);
 
   util::UniqueFd m_client;
+  OpenNotice m_on_open;
   std::string m_target_host;
   int m_target_port;
   int m_origin_port;

@@ -18,9 +18,18 @@ bool would_block() {
 
 } // namespace
 
-TunnelConnectionOp::TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port)
-    : m_client(std::move(client)), m_target_host(std::move(target_host)), m_target_port(target_port),
-      m_origin_port(origin_port) {}
+TunnelConnectionOp::TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port,
+                                       OpenNotice on_open)
+    : m_client(std::move(client)), m_on_open(std::move(on_open)), m_target_host(std::move(target_host)),
+      m_target_port(target_port), m_origin_port(origin_port) {}
+
+void TunnelConnectionOp::notify(std::optional<std::string> refused) {
+  if (m_on_open) {
+    auto on_open = std::move(m_on_open);
+    m_on_open = nullptr;
+    on_open(std::move(refused));
+  }
+}
 
 bool TunnelConnectionOp::reads_session() const {
   switch (m_stage) {
@@ -93,6 +102,8 @@ bool TunnelConnectionOp::step_open(OpContext& ctx) {
         // for an unreachable target takes minutes. The client is told now;
         // the open itself must still finish, because libssh2 cannot abandon
         // an open half way and would resume it for the next channel.
+        notify(fmt::format("no answer to opening a channel to {}:{} within {}", m_target_host, m_target_port,
+                           util::format_duration(ctx.target->connect_timeout)));
         m_client.reset();
         m_open_deadline = ctx.now + k_abandoned_open_limit;
         return true;
@@ -107,10 +118,13 @@ bool TunnelConnectionOp::step_open(OpContext& ctx) {
     }
     // Typically nothing listens on the target port yet; the client sees the
     // connection closed, as it would without a tunnel.
+    auto why = last_error_message(ctx.session());
+    notify(why.empty() ? fmt::format("libssh2 error {}", rc) : why);
     close(ctx);
     return true;
   }
   ctx.opener = nullptr;
+  notify(std::nullopt);
   m_channel = Channel(channel);
   if (!m_client) {
     close(ctx);
@@ -234,7 +248,7 @@ void TunnelConnectionOp::connection_lost(const std::string& why) {
 }
 
 void TunnelConnectionOp::abandon(const Error& error) {
-  (void)error;
+  notify(error.what());
   m_channel.release();
   m_client.reset();
   m_stage = Stage::done;

@@ -167,4 +167,30 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
   return std::nullopt;
 }
 
+std::string base64(std::string_view bytes) {
+  static constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const auto n = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                   static_cast<unsigned char>(bytes[i + 2]);
+    out += k_alphabet[(n >> 18) & 63];
+    out += k_alphabet[(n >> 12) & 63];
+    out += k_alphabet[(n >> 6) & 63];
+    out += k_alphabet[n & 63];
+  }
+  if (i < bytes.size()) {
+    auto n = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) {
+      n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    }
+    out += k_alphabet[(n >> 18) & 63];
+    out += k_alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? k_alphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
 } // namespace specctl::util

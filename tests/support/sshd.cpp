@@ -1,5 +1,7 @@
 #include "sshd.hpp"
 
+#include <specctl/util/unique_fd.hpp>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -8,6 +10,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +27,28 @@ constexpr auto k_target_reconnect_backoff = std::chrono::milliseconds{200};
 constexpr auto k_target_reconnect_backoff_max = std::chrono::seconds{1};
 
 } // namespace
+
+std::string ip_program() {
+  for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(candidate, X_OK) == 0) {
+      return candidate;
+    }
+  }
+  auto found = find_program("ip");
+  return found.find('/') != std::string::npos ? found : std::string();
+}
+
+bool port_accepts_in_netns(const std::string& netns, int port, const std::string& ip) {
+  bool accepts = false;
+  std::thread probe([&] {
+    util::UniqueFd ns(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (ns && ::setns(ns.get(), CLONE_NEWNET) == 0) {
+      accepts = port_accepts(port, ip);
+    }
+  });
+  probe.join();
+  return accepts;
+}
 
 std::expected<void, std::string> generate_key(const std::filesystem::path& path) {
   auto result = run_program({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "specctl-test", "-f", path.string()},
@@ -70,6 +96,11 @@ std::expected<std::unique_ptr<TestSshd>, std::string> TestSshd::start(SshdOption
                              "); run as root or create it once");
     }
   }
+  if (!options.netns.empty()) {
+    if (options.netns.find('/') != std::string::npos || ip_program().empty()) {
+      return std::unexpected("netns \"" + options.netns + "\": not a namespace name, or no ip program to enter it");
+    }
+  }
   for (const auto& entry : options.session_env) {
     // sshd_config has no escape for these; a value holding one would change the config.
     if (entry.find('=') == std::string::npos || entry.find_first_of("\"\n") != std::string::npos) {
@@ -86,7 +117,9 @@ std::expected<std::unique_ptr<TestSshd>, std::string> TestSshd::start(SshdOption
   for (int attempt = 0; attempt < 3; ++attempt) {
     int port = -1;
     try {
-      port = free_port(server->address());
+      // Inside a namespace of its own the address is not this process's to bind;
+      // any port free here is free there, and the lock keeps other tests off it.
+      port = free_port(server->m_options.netns.empty() ? server->address() : "127.0.0.1");
     } catch (const std::runtime_error& e) {
       return std::unexpected(e.what());
     }
@@ -115,7 +148,7 @@ remote::SshTarget TestSshd::target(std::string name) const {
   t.user = m_user;
   t.hostname = address();
   t.port = m_port;
-  t.identity = user_key().string();
+  t.identities = {user_key().string()};
   t.known_hosts = known_hosts().string();
   t.host_key_policy = remote::HostKeyPolicy::strict;
   t.connect_timeout = k_target_connect_timeout;
@@ -201,7 +234,12 @@ std::expected<void, std::string> TestSshd::launch(int port) {
   }
   write_file(config, text.str());
   write_file(known_hosts(), known_hosts_line());
-  m_pid = spawn({"/usr/sbin/sshd", "-D", "-e", "-f", config.string()}, m_dir / "sshd.log");
+  std::vector<std::string> argv{"/usr/sbin/sshd", "-D", "-e", "-f", config.string()};
+  if (!m_options.netns.empty()) {
+    // `ip netns exec` joins the namespace and execs sshd in place: m_pid is sshd's.
+    argv.insert(argv.begin(), {ip_program(), "netns", "exec", m_options.netns});
+  }
+  m_pid = spawn(argv, m_dir / "sshd.log");
   if (m_pid <= 0) {
     return std::unexpected("cannot start /usr/sbin/sshd");
   }
@@ -212,7 +250,9 @@ std::expected<void, std::string> TestSshd::launch(int port) {
       m_pid = -1;
       return std::unexpected("sshd exited at start: " + log());
     }
-    if (port_accepts(port, address())) {
+    bool ready = m_options.netns.empty() ? port_accepts(port, address())
+                                         : port_accepts_in_netns(m_options.netns, port, address());
+    if (ready) {
       return {};
     }
     std::this_thread::sleep_for(k_poll_interval);

@@ -58,7 +58,21 @@ struct SshdOptions {
   // "NAME=value" for every session (sshd_config SetEnv, OpenSSH 7.8 and later); it
   // overrides sshd's default PATH, so a node's PATH can hold a fake nvidia-smi.
   std::vector<std::string> session_env;
+  // A network namespace to run sshd (and so every session) in: a name under
+  // /run/netns, as `ip netns add` makes. Empty: this process's. sshd listens on
+  // `listen_address` inside it, an address this process may not reach at all;
+  // jump_topology.hpp builds such namespaces. (The braces spare callers that
+  // designate the other fields GCC 12's -Wmissing-field-initializers.)
+  std::string netns{};
 };
+
+// The iproute2 `ip` program (/usr/sbin/ip, /sbin/ip, or ip in PATH); empty when there is none.
+std::string ip_program();
+
+// Whether a TCP connect to `ip`:`port` succeeds from inside the network namespace
+// `netns` (a name under /run/netns). A short-lived thread joins the namespace
+// (network namespaces are per thread) and connects; the caller's stays as it was.
+bool port_accepts_in_netns(const std::string& netns, int port, const std::string& ip);
 
 class TestSshd {
 public:
@@ -81,6 +95,8 @@ public:
   const std::filesystem::path& dir() const { return m_dir; }
   // The authorized user key (private half; ".pub" beside it).
   std::filesystem::path user_key() const { return m_dir / "user_key"; }
+  // sshd reads it at each login: a line appended authorizes another key at once.
+  std::filesystem::path authorized_keys() const { return m_dir / "authorized_keys"; }
   std::filesystem::path host_key() const { return m_dir / "host_key"; }
   // A known_hosts file that trusts this server's host key for [address]:port.
   std::filesystem::path known_hosts() const { return m_dir / "known_hosts"; }

@@ -218,7 +218,7 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
 
   SUBCASE("a key the server does not know is refused cleanly, without key material in the message") {
     REQUIRE(generate_key(sshd->dir() / "wrong_key"));
-    target.identity = (sshd->dir() / "wrong_key").string();
+    target.identities = {(sshd->dir() / "wrong_key").string()};
     auto host = specctl::remote::connect_ssh(target);
     REQUIRE_FALSE(host);
     std::string message = host.error().what();
@@ -230,20 +230,20 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
     CHECK(message.find("PRIVATE KEY") == std::string::npos);
   }
   SUBCASE("a missing identity file is named") {
-    target.identity = (sshd->dir() / "no_such_key").string();
+    target.identities = {(sshd->dir() / "no_such_key").string()};
     auto host = specctl::remote::connect_ssh(target);
     REQUIRE_FALSE(host);
     CHECK(std::string(host.error().what()).find("no_such_key (no such file)") != std::string::npos);
   }
   SUBCASE("the identity's public half is derived when no .pub file is beside it") {
     fs::copy_file(sshd->user_key(), sshd->dir() / "lonely_key");
-    target.identity = (sshd->dir() / "lonely_key").string();
+    target.identities = {(sshd->dir() / "lonely_key").string()};
     auto host = require_host(target, *sshd);
     CHECK(host->exec("true", k_command_timeout));
   }
   SUBCASE("~ in the identity is the home directory") {
     fs::copy_file(sshd->user_key(), home / ".ssh" / "custom");
-    target.identity = "~/.ssh/custom";
+    target.identities = {"~/.ssh/custom"};
     auto host = require_host(target, *sshd);
     CHECK(host->exec("true", k_command_timeout));
   }
@@ -253,18 +253,18 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
     auto added = (*agent)->add(sshd->user_key());
     REQUIRE_MESSAGE(added, (added ? "" : added.error()));
     EnvGuard with_agent("SSH_AUTH_SOCK", (*agent)->socket().string());
-    target.identity.reset();
+    target.identities.clear();
     auto host = require_host(target, *sshd);
     CHECK(host->exec("true", k_command_timeout));
   }
   SUBCASE("without an identity or agent, ~/.ssh/id_ed25519 is used") {
     fs::copy_file(sshd->user_key(), home / ".ssh" / "id_ed25519");
-    target.identity.reset();
+    target.identities.clear();
     auto host = require_host(target, *sshd);
     CHECK(host->exec("true", k_command_timeout));
   }
   SUBCASE("with nothing to try, the message says what was looked for") {
-    target.identity.reset();
+    target.identities.clear();
     auto host = specctl::remote::connect_ssh(target);
     REQUIRE_FALSE(host);
     std::string message = host.error().what();

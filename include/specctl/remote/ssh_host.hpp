@@ -1,12 +1,14 @@
 #pragma once
 
 #include <specctl/remote/host.hpp>
+#include <specctl/util/unique_fd.hpp>
 
 #include <chrono>
 #include <expected>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace specctl::remote {
 
@@ -32,18 +34,36 @@ struct SshTarget {
   std::string user;
   std::string hostname;
   int port = 22;
-  // Private key file ("~" is expanded; "<identity>.pub" is used when present),
-  // tried before ssh-agent. Unset: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa
-  // and id_rsa. Keys with a passphrase must come from the agent.
-  std::optional<std::string> identity;
+  // Private key files (IdentityFile; "~" is expanded; "<file>.pub" is used
+  // when present), tried in order before ssh-agent. None: ssh-agent, then
+  // ~/.ssh/id_ed25519, id_ecdsa and id_rsa. Keys with a passphrase must come
+  // from the agent: specctl never prompts.
+  std::vector<std::string> identities;
+  // IdentitiesOnly: of the agent's keys, only those whose public half is one
+  // of `identities` (their .pub beside them) are offered.
+  bool identities_only = false;
   std::string known_hosts = "~/.ssh/known_hosts";
+  // HostKeyAlias: the name known_hosts records this node's key under, instead
+  // of "[hostname]:port".
+  std::optional<std::string> host_key_alias;
+  // ProxyCommand: a command run with /bin/sh on this machine (tokens already
+  // expanded), whose standard input and output carry the SSH connection; run
+  // again for each reconnection, and ended (its process group) with it.
+  std::optional<std::string> proxy_command;
+  // ProxyJump: the hops to go through, in order. The first is reached
+  // directly (or by its own proxy_command), each next one through a
+  // direct-tcpip channel of the one before, and this node through the last.
+  // A hop's own `jumps` are used only for the first hop.
+  std::vector<SshTarget> jumps;
   HostKeyPolicy host_key_policy = HostKeyPolicy::strict;
   // Bounds one connection attempt: TCP connect, handshake and authentication.
   util::Duration connect_timeout = k_default_ssh_connect_timeout;
   // How often keepalives go out on a quiet connection. Together with
-  // TCP_USER_TIMEOUT (three intervals) they turn a peer or path that vanished
+  // TCP_USER_TIMEOUT (keepalive_count intervals) they turn a peer or path that vanished
   // without a word into a lost connection. Zero disables both.
   util::Duration keepalive = k_default_ssh_keepalive;
+  // Unanswered keepalive intervals after which the peer counts as gone (ServerAliveCountMax).
+  int keepalive_count = 3;
   // After a drop: attempts (at least one) to reconnect, the first at once,
   // then after `reconnect_backoff`, doubling up to `reconnect_backoff_max`.
   // The host reconnects right away when it has tunnels or commands waiting,
@@ -55,6 +75,9 @@ struct SshTarget {
 
   // "node1 (root@10.0.0.7:2222)", or "root@10.0.0.7:2222" without a name.
   std::string describe() const;
+  // How the connection goes: "laptop → bastion → node1", "laptop → (ProxyCommand) → node1",
+  // or "laptop → node1".
+  std::string route() const;
 };
 
 namespace detail {
@@ -94,6 +117,14 @@ public:
   // Streams the bytes to `cat` over one command channel's standard input.
   std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
                                         util::Duration timeout = k_default_upload_timeout) override;
+
+  // A connected socket whose bytes reach `target_host:target_port` as the
+  // node sees it (a direct-tcpip channel; the other end of a socket pair):
+  // what the next hop of a ProxyJump chain speaks SSH over. Waits at most
+  // `timeout` for the node to open the channel; a refusal ("administratively
+  // prohibited", "Connection refused") is an error naming this host.
+  std::expected<util::UniqueFd, Error> open_stream(const std::string& target_host, int target_port,
+                                                   util::Duration timeout);
 
   // How many times a dropped connection was re-established, for tests and logs.
   int reconnect_count() const;

@@ -34,6 +34,9 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 // Shell-style glob with * and ? (no character classes), for process-name allowlists and --only.
 bool glob_match(std::string_view pattern, std::string_view text);
 
+// Standard base64 (RFC 4648) with padding.
+std::string base64(std::string_view bytes);
+
 // Makes a value safe and readable in a generated name: "a/b c" -> "a-b-c", "0.85" -> "0.85".
 std::string slug(std::string_view text);
 
