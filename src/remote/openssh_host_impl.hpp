@@ -1,0 +1,87 @@
+#pragma once
+
+// The pieces of the OpenSSH transport (openssh_host.cpp: the target, ssh's
+// arguments, the master and the host; openssh_exec.cpp: commands;
+// openssh_tunnel.cpp: forwarded ports).
+
+#include "openssh_process.hpp"
+
+#include <specctl/remote/openssh_host.hpp>
+
+#include <memory>
+#include <mutex>
+#include <semaphore>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace specctl::remote::openssh {
+
+// How ssh's stderr reads after it failed: the error for the caller, and
+// whether the master went away under it (the command did not start, and
+// another try on a new master may work).
+struct SshFailure {
+  Error error;
+  bool master_gone = false;
+};
+
+// `err` is what ssh wrote, `status` its exit status.
+SshFailure classify_failure(const std::string& where, std::string_view err, int status);
+
+// ssh's argv for `target` up to the destination: `extra` options come before `--`.
+std::vector<std::string> ssh_argv(const OpenSshTarget& target, const std::string& program,
+                                  const std::vector<std::string>& extra);
+
+// connect_openssh's work.
+std::expected<std::unique_ptr<Host>, Error> connect_host(const OpenSshTarget& target);
+
+class TunnelRelay;
+
+class OpenSshHost final : public Host {
+public:
+  // `program` is the client's absolute path; `control_path` the master's
+  // socket as `ssh -G` expands it.
+  OpenSshHost(OpenSshTarget target, std::string program, std::string control_path);
+  ~OpenSshHost() override;
+
+  std::string describe() const override { return m_where; }
+  std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout) override;
+  std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
+  std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
+                                        util::Duration timeout = k_default_upload_timeout) override;
+
+  // Makes sure a master listens on the control socket, starting one with a
+  // command that only checks the node answers when none does; `Check::always`
+  // runs that command over a listening master too.
+  enum class Check { when_missing, always };
+  std::expected<void, Error> ensure_master(Check check = Check::when_missing);
+
+  // ssh's argv up to the destination: `extra` options come before `--`.
+  std::vector<std::string> argv(const std::vector<std::string>& extra = {}) const;
+
+private:
+  std::expected<CommandResult, Error> run_command(const std::string& command_line, util::Duration timeout,
+                                                  std::string_view input);
+  bool master_listening() const;
+  // After a command could not start in time: when the master does not answer
+  // `ssh -O check` either, it hangs (a stopped process, a stuck connection),
+  // and its socket is removed so that the next try starts a new master. The
+  // old one is not our child to kill; its keepalives or ControlPersist end it.
+  void abandon_master_if_hung();
+  // Asks the master to exit (bounded) and removes its socket.
+  void drop_master();
+
+  OpenSshTarget m_target;
+  std::string m_program;
+  std::string m_control_path;
+  std::string m_where;
+  // Held while a master is checked or started, so that concurrent commands do
+  // not each start one.
+  std::mutex m_master_mutex;
+  // Commands at once: below sshd's default MaxSessions (10) per connection.
+  std::counting_semaphore<8> m_exec_slots{8};
+  std::mutex m_tunnel_mutex;
+  std::unique_ptr<TunnelRelay> m_tunnels;
+};
+
+} // namespace specctl::remote::openssh
