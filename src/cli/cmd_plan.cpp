@@ -22,6 +22,7 @@ struct PlanOptions {
   bool json = false;
   bool probe = false;
   bool allow_large = false;
+  std::string ssh;
 };
 
 // Connects to each variant's host and shows what its cleanup would do, touching nothing.
@@ -79,12 +80,13 @@ Action setup_plan(CLI::App& command) {
                      "Folder of earlier result folders of this experiment, for the time from history (default "
                      "results/<name>, where run and tune write)");
   command.add_flag("--allow-large", options->allow_large, fmt::format("Accept more than {} variants", k_large_sweep));
+  add_ssh_flag(command, options->ssh);
   command.add_flag("--probe", options->probe,
                    "Also connect to each host and show what cleanup would do there (kills nothing)");
   command.footer("Touches no host: it shows the exact command lines, environment, cleanup and benchmarks of every "
                  "variant, in run order, an upper bound of the sweep's wall time, and its time from earlier runs.");
   return [options] {
-    auto experiment = load_or_report(options->file, options->allow_large);
+    auto experiment = load_or_report(options->file, options->allow_large, options->ssh);
     if (!experiment) {
       return k_exit_bad_input;
     }

@@ -20,7 +20,7 @@ struct RunArgs {
 };
 
 int run(const RunArgs& args) {
-  auto experiment = load_or_report(args.file, args.allow_large);
+  auto experiment = load_or_report(args.file, args.allow_large, args.flags.ssh);
   if (!experiment) {
     return k_exit_bad_input;
   }

@@ -19,7 +19,7 @@ struct TuneArgs {
 
 int tune(const TuneArgs& args) {
   // The grid may be large: a tuning launches only what its search asks for.
-  auto experiment = load_or_report(args.file, /*allow_large=*/true);
+  auto experiment = load_or_report(args.file, /*allow_large=*/true, args.flags.ssh);
   if (!experiment) {
     return k_exit_bad_input;
   }

@@ -40,7 +40,11 @@ Action setup_template(CLI::App& command);
 // More variants than this are refused without --allow-large: a typo in a matrix
 // must not start a sweep of days.
 inline constexpr std::size_t k_large_sweep = 256;
-std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large = false);
+// `ssh` ("libssh2", "openssh", or empty for each host's own) sets every SSH host's transport (--ssh).
+std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large = false,
+                                                     const std::string& ssh = {});
+// Adds --ssh TRANSPORT.
+void add_ssh_flag(CLI::App& command, std::string& ssh);
 
 // Ctrl-C and SIGTERM set the flag stop_flag() returns: the first asks a run to
 // stop (servers torn down, results kept), a second exits at once.
@@ -59,6 +63,7 @@ struct RunFlags {
   bool quiet = false;
   bool verbose = false;
   std::string state_dir;
+  std::string ssh;
 };
 // `what` names the file's kind in the help: "run", "tuning".
 void add_run_flags(CLI::App& command, RunFlags& flags, const std::string& what);

@@ -46,7 +46,15 @@ void install_stop_handlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
-std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large) {
+void add_ssh_flag(CLI::App& command, std::string& ssh) {
+  command.add_option("--ssh", ssh,
+                     "SSH transport for every SSH host: libssh2 (specctl's own client) or openssh (the system ssh, "
+                     "for Kerberos, hardware keys, certificates, a ControlMaster; see docs/ssh.md)")
+      ->check(CLI::IsMember({"libssh2", "openssh"}));
+}
+
+std::optional<experiment::Experiment> load_or_report(const std::string& path, bool allow_large,
+                                                     const std::string& ssh) {
   util::Diagnostics diag;
   auto experiment = experiment::load_experiment(path, diag);
   for (const auto& d : diag.sorted()) {
@@ -54,6 +62,11 @@ std::optional<experiment::Experiment> load_or_report(const std::string& path, bo
   }
   if (diag.has_errors()) {
     return std::nullopt;
+  }
+  if (!ssh.empty()) {
+    for (auto& [name, host] : experiment.hosts) {
+      host.transport = ssh == "openssh" ? experiment::SshTransport::openssh : experiment::SshTransport::libssh2;
+    }
   }
   if (!allow_large && experiment.variants.size() > k_large_sweep) {
     auto plan = experiment::make_plan(experiment, server::RenderOptions{own_bindir()});
@@ -84,6 +97,7 @@ void add_run_flags(CLI::App& command, RunFlags& flags, const std::string& what) 
   command.add_flag("--verbose", flags.verbose, "Every message, informational ones included");
   command.add_option("--state-dir", flags.state_dir,
                      "Where servers keep their pid and log files on each host (default $HOME/.specctl/servers)");
+  add_ssh_flag(command, flags.ssh);
 }
 
 run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment& experiment) {

@@ -1,15 +1,13 @@
 #include "layer.hpp"
+#include "ssh_hosts.hpp"
 
 #include <specctl/util/text.hpp>
-
-#include <specctl/remote/ssh_config.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <regex>
 
 namespace specctl::experiment::detail {
 
@@ -20,9 +18,10 @@ constexpr util::Duration k_min_time_limit = std::chrono::minutes{1};
 // The most often a run may ask Slurm's controller, which serves everyone.
 constexpr util::Duration k_min_slurm_poll = std::chrono::milliseconds{100};
 
-const std::vector<std::string> k_host_keys = {"local",       "ssh",       "identity", "host_key",
-                                              "known_hosts", "state_dir", "pool",     "slurm",
-                                              "slots"};
+const std::vector<std::string> k_host_keys = {"local",     "ssh",   "identity", "host_key", "known_hosts", "jump",
+                                              "transport", "state_dir", "pool",   "slurm",    "slots"};
+// Keys of a machine's connection, which pools, Slurm clusters and local hosts do not take.
+const std::vector<std::string> k_connection_keys = {"ssh", "identity", "host_key", "known_hosts", "jump", "transport"};
 const std::vector<std::string> k_slurm_keys = {"partition", "account", "gpus",     "time_limit", "sbatch_args",
                                                "setup",     "login",   "work_dir", "specctl",    "max_jobs",
                                                "poll",      "retry_on"};
@@ -110,39 +109,6 @@ void parse_slurm(const util::YamlField& field, SlurmSpec& slurm) {
   }
 }
 
-struct SshTarget {
-  std::optional<std::string> user;
-  std::string hostname;
-  std::optional<int> port;
-};
-
-// "user@host", "host:2222", "user@[::1]:2222"; nullopt when it cannot be an SSH target.
-std::optional<SshTarget> parse_target(const std::string& text) {
-  static const std::regex k_target(R"(^(?:([A-Za-z0-9._-]+)@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]{1,5}))?$)");
-  std::smatch m;
-  if (!std::regex_match(text, m, k_target)) {
-    return std::nullopt;
-  }
-  SshTarget target;
-  if (m[1].matched) {
-    target.user = m[1].str();
-  }
-  target.hostname = m[2].str();
-  if (target.hostname.front() == '[') {
-    target.hostname = target.hostname.substr(1, target.hostname.size() - 2);
-  }
-  if (m[3].matched) {
-    int port = 0;
-    std::string digits = m[3].str();
-    std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (port < 1 || port > 65535) {
-      return std::nullopt;
-    }
-    target.port = port;
-  }
-  return target;
-}
-
 // [[0, 1, 2, 3], [4, 5, 6, 7]]: at least two slots, each of distinct GPUs no other slot has.
 std::vector<std::vector<int>> parse_slots(const util::YamlField& field) {
   std::vector<std::vector<int>> slots;
@@ -180,11 +146,6 @@ std::vector<std::vector<int>> parse_slots(const util::YamlField& field) {
   return slots;
 }
 
-std::string current_user() {
-  const char* user = std::getenv("USER");
-  return user != nullptr && *user != '\0' ? user : "root";
-}
-
 } // namespace
 
 std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
@@ -204,6 +165,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
   }
   std::vector<std::pair<std::string, util::YamlField>> pools;
   std::vector<std::pair<std::string, util::YamlField>> slurms;
+  std::vector<std::pair<std::string, util::YamlField>> ssh_fields;
   for (const auto& [name, name_at, field] : hosts.entries()) {
     HostSpec spec;
     spec.name = name;
@@ -213,7 +175,12 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
     }
     field.check_keys(k_host_keys);
     if (field["pool"].present()) {
-      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir", "slots"}) {
+      for (const auto& key : k_connection_keys) {
+        if (field[key].present()) {
+          field[key].error("a pool takes only \"pool: [host, ...]\"; set this on its hosts");
+        }
+      }
+      for (const char* key : {"local", "state_dir", "slots"}) {
         if (field[key].present()) {
           field[key].error("a pool takes only \"pool: [host, ...]\"; set this on its hosts");
         }
@@ -235,7 +202,12 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
       continue;
     }
     if (field["slurm"].present()) {
-      for (const char* key : {"local", "ssh", "identity", "host_key", "known_hosts", "state_dir", "slots"}) {
+      for (const auto& key : k_connection_keys) {
+        if (field[key].present()) {
+          field[key].error("a slurm host takes only \"slurm: {...}\"; the job runs on the node Slurm picks");
+        }
+      }
+      for (const char* key : {"local", "state_dir", "slots"}) {
         if (field[key].present()) {
           field[key].error("a slurm host takes only \"slurm: {...}\"; the job runs on the node Slurm picks");
         }
@@ -259,7 +231,7 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
       continue;
     }
     if (local) {
-      for (const char* key : {"identity", "host_key", "known_hosts"}) {
+      for (const char* key : {"identity", "host_key", "known_hosts", "jump", "transport"}) {
         if (field[key].present()) {
           field[key].error("only SSH hosts take this key");
         }
@@ -267,38 +239,12 @@ std::map<std::string, HostSpec> parse_hosts(const util::YamlField& hosts) {
       out.emplace(name, spec);
       continue;
     }
-    spec.kind = HostKind::ssh;
-    auto text = field["ssh"].as_string();
-    if (!text) {
-      continue;
-    }
-    auto target = parse_target(*text);
-    if (!target) {
-      field["ssh"].error(fmt::format("\"{}\" is not an SSH target (user@host[:port] or a ~/.ssh/config alias)", *text));
-      continue;
-    }
-    // An alias from ~/.ssh/config fills what the experiment leaves out.
-    auto config = remote::lookup_ssh_config_file(remote::default_ssh_config_path(), target->hostname);
-    if (!config.empty()) {
-      spec.ssh_alias = target->hostname;
-    }
-    spec.hostname = config.hostname.value_or(target->hostname);
-    spec.user = target->user.value_or(config.user.value_or(current_user()));
-    spec.port = target->port.value_or(config.port.value_or(22));
-    if (field["identity"].present()) {
-      spec.identity = field["identity"].as_string();
-    } else if (config.identity_file) {
-      spec.identity = config.identity_file;
-    }
-    if (field["host_key"].present()) {
-      auto policy = field["host_key"].as_choice({"strict", "accept-new"}).value_or("strict");
-      spec.host_key = policy == "accept-new" ? HostKeyPolicy::accept_new : HostKeyPolicy::strict;
-    }
-    if (field["known_hosts"].present()) {
-      spec.known_hosts = field["known_hosts"].as_string().value_or(spec.known_hosts);
+    if (parse_ssh_host(field, spec)) {
+      ssh_fields.emplace_back(name, field);
     }
     out.emplace(name, spec);
   }
+  resolve_jumps(out, ssh_fields);
   // A pool's members are machines defined above, each named once.
   for (const auto& [name, field] : pools) {
     std::vector<std::string> seen;
@@ -467,8 +413,14 @@ std::string HostSpec::describe() const {
   if (ssh_alias) {
     out += fmt::format(" (alias {} from ssh config)", *ssh_alias);
   }
-  out += identity ? fmt::format(", key {}", *identity) : ", keys from ssh-agent";
+  out += identities.empty() ? ", keys from ssh-agent" : fmt::format(", key {}", util::join(identities, ", "));
   out += host_key == HostKeyPolicy::strict ? ", host key strict" : ", host key accept-new";
+  if (transport == SshTransport::openssh) {
+    out += ", through the system ssh";
+  }
+  if (!jumps.empty() || proxy_command) {
+    out += ", route " + route();
+  }
   return out + slots_text(slots);
 }
 

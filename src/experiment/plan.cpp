@@ -448,9 +448,14 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
       h["user"] = host.user;
       h["hostname"] = host.hostname;
       h["port"] = host.port;
-      h["identity"] = host.identity ? nlohmann::ordered_json(*host.identity) : nlohmann::ordered_json();
+      h["identity"] = host.identities.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(host.identities.front());
+      if (host.identities.size() > 1) {
+        h["identities"] = host.identities;
+      }
       h["host_key"] = host.host_key == HostKeyPolicy::strict ? "strict" : "accept-new";
       h["known_hosts"] = host.known_hosts;
+      h["transport"] = host.transport == SshTransport::openssh ? "openssh" : "libssh2";
+      h["route"] = host.route();
     }
     out["hosts"][name] = h;
   }

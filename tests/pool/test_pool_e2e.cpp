@@ -7,6 +7,7 @@
 #include "../support/pool_nodes.hpp"
 #include "../support/result_folder.hpp"
 #include "../support/specsim.hpp"
+#include "../support/ssh_transport.hpp"
 
 #include <doctest/doctest.h>
 
@@ -244,6 +245,13 @@ TEST_CASE("a sweep over a pool of two nodes runs a variant on each at once, each
     used.insert(host);
   }
   CHECK(used == std::set<std::string>{"node-a", "node-b"});
+  // The second pass ("pool openssh: ...") went through the system ssh.
+  auto hosts = read_json(out / "provenance.json")["hosts"];
+  for (const auto& node : {"node-a", "node-b"}) {
+    INFO(node);
+    CHECK((hosts[node]["description"].get<std::string>().find("(openssh: ") != std::string::npos) ==
+          !specctl::test::ssh_transport_yaml().empty());
+  }
 
   // Two servers were up at the same time: some pair's lives overlap.
   auto spans = server_spans(out);

@@ -232,8 +232,9 @@ inline void check_complete_variant(const std::filesystem::path& out, const std::
 // The experiment's hosts block for the test sshd, as host "node".
 inline std::string ssh_hosts(const specctl::test::TestSshd& sshd) {
   return fmt::format(R"(hosts:
-  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
-                     sshd.user(), sshd.port(), sshd.user_key().string(), sshd.known_hosts().string());
+  node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"{}}})",
+                     sshd.user(), sshd.port(), sshd.user_key().string(), sshd.known_hosts().string(),
+                     specctl::test::ssh_transport_yaml());
 }
 
 } // namespace run_test

@@ -201,6 +201,9 @@ TEST_CASE("a sweep over SSH: every file, accept length, the server log copied ba
   CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() == doctest::Approx(1.97).epsilon(0.1));
   auto provenance = read_json(sweep.out() / "provenance.json");
   CHECK(provenance["hosts"]["node"]["description"].get<std::string>().find("127.0.0.1") != std::string::npos);
+  // The second pass ("run openssh: ...") went through the system ssh.
+  CHECK((provenance["hosts"]["node"]["description"].get<std::string>().find("(openssh: ") != std::string::npos) ==
+        !specctl::test::ssh_transport_yaml().empty());
   CHECK(stray_servers(sweep.state()) == "");
 }
 

@@ -1,4 +1,5 @@
 #include "pool_nodes.hpp"
+#include "ssh_transport.hpp"
 
 #include <specctl/sim/gpu_state.hpp>
 
@@ -41,9 +42,9 @@ FakeGpuNode::~FakeGpuNode() {
 }
 
 std::string FakeGpuNode::host_entry() const {
-  return fmt::format("  {}: {{ssh: \"{}@{}:{}\", identity: \"{}\", known_hosts: \"{}\", state_dir: \"{}\"}}\n", m_name,
-                     m_sshd->user(), m_sshd->address(), m_sshd->port(), m_sshd->user_key().string(),
-                     m_sshd->known_hosts().string(), state_dir().string());
+  return fmt::format("  {}: {{ssh: \"{}@{}:{}\", identity: \"{}\", known_hosts: \"{}\", state_dir: \"{}\"{}}}\n",
+                     m_name, m_sshd->user(), m_sshd->address(), m_sshd->port(), m_sshd->user_key().string(),
+                     m_sshd->known_hosts().string(), state_dir().string(), ssh_transport_yaml());
 }
 
 std::vector<std::string> FakeGpuNode::tags() const {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "net.hpp"
+#include "ssh_transport.hpp"
 #include "sshd.hpp"
 #include "wait.hpp"
 

@@ -92,7 +92,7 @@ TEST_CASE("hosts: SSH targets, with user, port and IPv6 brackets") {
   CHECK(b.hostname == "::1");
   CHECK(b.port == 2200);
   CHECK(b.host_key == HostKeyPolicy::accept_new);
-  CHECK(b.identity == std::optional<std::string>("~/.ssh/k"));
+  CHECK(b.identities == std::vector<std::string>{"~/.ssh/k"});
   CHECK(l.experiment.hosts.at("c").port == 22);
   CHECK(hosts_for(l.experiment, variant(l.experiment, "v")) == std::vector<std::string>{"a"});
 }

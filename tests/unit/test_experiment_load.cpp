@@ -110,7 +110,7 @@ TEST_CASE("hosts: local, ssh targets and ~/.ssh/config aliases") {
   CHECK(node1.hostname == "10.0.0.7");
   CHECK(node1.user == "root");
   CHECK(node1.port == 2222);
-  CHECK(node1.identity == "~/.ssh/gpu");
+  CHECK(node1.identities == std::vector<std::string>{"~/.ssh/gpu"});
   CHECK(node1.ssh_alias == "gpu1");
   CHECK(node1.describe() ==
         "ssh root@10.0.0.7:2222 (alias gpu1 from ssh config), key ~/.ssh/gpu, host key strict");

@@ -53,6 +53,11 @@ struct SlurmSpec {
   std::vector<SlurmRetry> retry_on = {SlurmRetry::preempted, SlurmRetry::node_fail, SlurmRetry::boot_fail};
 };
 
+// libssh2: specctl's own SSH client. openssh: the system `ssh` with a
+// ControlMaster of specctl's own, for what libssh2 cannot do (Kerberos,
+// hardware keys, certificates, a master authenticated with a second factor).
+enum class SshTransport { libssh2, openssh };
+
 struct HostSpec {
   std::string name;
   HostKind kind = HostKind::local;
@@ -60,11 +65,33 @@ struct HostSpec {
   std::string user;
   std::string hostname;
   int port = 22;
-  std::optional<std::string> identity;
+  // The experiment's identity, else every IdentityFile of the ssh config, in order.
+  std::vector<std::string> identities;
+  bool identities_only = false;
   HostKeyPolicy host_key = HostKeyPolicy::strict;
   std::string known_hosts = "~/.ssh/known_hosts";
+  std::optional<std::string> host_key_alias;
+  // ProxyCommand (tokens expanded) or the hops of `jump:` / ProxyJump, each
+  // resolved like a host of its own; at most one of the two.
+  std::optional<std::string> proxy_command;
+  std::vector<HostSpec> jumps;
+  // ConnectTimeout, ServerAliveInterval and ServerAliveCountMax; unset: specctl's defaults.
+  std::optional<util::Duration> connect_timeout;
+  std::optional<util::Duration> keepalive;
+  std::optional<int> keepalive_count;
+  SshTransport transport = SshTransport::libssh2;
+  // As the experiment wrote them, for the OpenSSH transport, which hands the
+  // rest to ssh and the user's config: the host or alias, and the user and
+  // port only where given; each jump hop as `ssh -J` takes it.
+  std::string destination;
+  std::optional<std::string> given_user;
+  std::optional<int> given_port;
+  std::vector<std::string> given_jumps;
   // The ~/.ssh/config alias this host was resolved from, if any.
   std::optional<std::string> ssh_alias;
+  // Keywords of the ssh config this host uses that change how a connection is
+  // made and that the libssh2 transport does not implement ("GSSAPIAuthentication yes").
+  std::vector<std::string> unsupported_config;
   // Where specctl keeps its servers' records on this host; the run's --state-dir
   // when unset. Nodes that share a home directory over NFS need one each.
   std::optional<std::string> state_dir;
@@ -80,6 +107,8 @@ struct HostSpec {
   // "local", "ssh root@gpu-node-1:22", "pool of node-1, node-2", or
   // "slurm partition gpu, 8 GPUs per job, ...".
   std::string describe() const;
+  // SSH only: "laptop → bastion → gpu-node-1"; "laptop → gpu-node-1" without hops.
+  std::string route() const;
 };
 
 struct Variant {
