@@ -232,6 +232,9 @@ OpenSshHost::~OpenSshHost() {
     m_tunnels.reset();
   }
   drop_master();
+  // The folder is this host's alone: gone with it, unless something else was put there.
+  std::error_code ec;
+  std::filesystem::remove(m_target.control_dir, ec);
 }
 
 std::vector<std::string> OpenSshHost::argv(const std::vector<std::string>& extra) const {
