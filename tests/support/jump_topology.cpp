@@ -587,19 +587,7 @@ pid_t JumpTopology::serve_connection(int socket) {
     return pid;
   }
   // The child: async-signal-safe calls only. It dies with the acceptor thread.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) {
-    ::_exit(127);
-  }
-  ::setpgid(0, 0);
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    ::sigaction(sig, &default_action, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  prepare_forked_child(parent);
   if (::setns(j1, CLONE_NEWNET) != 0) {
     ::_exit(126);
   }

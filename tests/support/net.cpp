@@ -143,6 +143,23 @@ std::optional<std::string> round_trip(int port, const std::string& data) {
   return received;
 }
 
+std::string ask(int port, const std::string& text) {
+  util::UniqueFd fd(connect_local(port));
+  if (!fd || ::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
+    return "cannot send";
+  }
+  std::string back;
+  char buffer[256];
+  while (back.size() < text.size()) {
+    ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
+    if (n <= 0) {
+      break;
+    }
+    back.append(buffer, static_cast<std::size_t>(n));
+  }
+  return back;
+}
+
 EchoServer::EchoServer() {
   m_fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address = ipv4_address("127.0.0.1", 0);

@@ -44,6 +44,10 @@ int connect_local(int port);
 // Sends `data` to 127.0.0.1:port while reading what comes back, until the peer closes.
 std::optional<std::string> round_trip(int port, const std::string& data);
 
+// Sends `text` through 127.0.0.1:`port` and reads as many bytes back, keeping
+// its side open meanwhile (as an HTTP client does; round_trip shuts it first).
+std::string ask(int port, const std::string& text);
+
 // A TCP echo server on 127.0.0.1 with a thread per connection.
 class EchoServer {
 public:

@@ -49,6 +49,22 @@ std::string find_program(const std::string& name) {
   return name;
 }
 
+void prepare_forked_child(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) {
+    ::_exit(127);
+  }
+  ::setpgid(0, 0);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    ::sigaction(sig, &default_action, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::filesystem::path& log,
             const std::vector<std::string>& env) {
   // Everything is prepared before fork: the child of a threaded process may
@@ -85,19 +101,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::filesystem::path& l
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) {
-      ::_exit(127);
-    }
-    ::setpgid(0, 0);
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) {
-      ::sigaction(sig, &default_action, nullptr);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    prepare_forked_child(parent);
     ::dup2(input.get(), 0);
     ::dup2(output.get(), 1);
     ::dup2(output.get(), 2);

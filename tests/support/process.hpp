@@ -24,6 +24,11 @@ struct ProgramResult {
 // argv[0] as a path: itself when it has a slash, else the first executable in PATH.
 std::string find_program(const std::string& name);
 
+// In a child just forked by `parent`: dies with the thread that forked it
+// (PR_SET_PDEATHSIG), a process group of its own, default signal handling and
+// an empty mask. Async-signal-safe, for the time between fork and exec.
+void prepare_forked_child(pid_t parent);
+
 // Starts argv[0] (looked up in PATH) with stdin from /dev/null and stdout and
 // stderr into `log`, in its own process group. `env` entries ("K=V") are added.
 // The child is killed when the thread that started it dies (PR_SET_PDEATHSIG),

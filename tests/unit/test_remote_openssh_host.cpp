@@ -467,28 +467,6 @@ TEST_CASE("openssh host returns promptly while the master it started lives on") 
   CHECK(the_master(target.control_dir) == master);
 }
 
-namespace {
-
-// Sends `text` and reads as many bytes back, keeping the connection open meanwhile.
-std::string ask(int port, const std::string& text) {
-  specctl::util::UniqueFd fd(connect_local(port));
-  if (!fd || ::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
-    return "cannot send";
-  }
-  std::string back;
-  char buffer[256];
-  while (back.size() < text.size()) {
-    ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
-    if (n <= 0) {
-      break;
-    }
-    back.append(buffer, static_cast<std::size_t>(n));
-  }
-  return back;
-}
-
-} // namespace
-
 TEST_CASE("openssh host tunnels TCP connections to a port on the node") {
   if (skipped()) {
     return;
