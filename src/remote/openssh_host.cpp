@@ -308,7 +308,8 @@ bool OpenSshHost::master_listening() const {
 
 std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
   std::lock_guard lock(m_master_mutex);
-  if (check == Check::when_missing && master_listening()) {
+  const bool listening = master_listening();
+  if (check == Check::when_missing && listening) {
     return {};
   }
   const auto bound = m_target.connect_timeout + k_check_slack;
@@ -328,6 +329,9 @@ std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
                                  ErrorKind::timed_out));
   }
   if (run->status == 0) {
+    if (!listening) {
+      ++m_masters_started;
+    }
     return {};
   }
   return std::unexpected(classify_failure(m_where, run->err, run->status.value_or(-1)).error);

@@ -8,6 +8,8 @@
 
 #include <specctl/remote/openssh_host.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <semaphore>
@@ -49,6 +51,9 @@ public:
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port) override;
   std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
                                         util::Duration timeout = k_default_upload_timeout) override;
+  bool over_ssh() const override { return true; }
+  // Masters started after the first.
+  int reconnect_count() const override { return std::max(0, m_masters_started.load() - 1); }
 
   // Makes sure a master listens on the control socket, starting one with a
   // command that only checks the node answers when none does; `Check::always`
@@ -78,6 +83,7 @@ private:
   // Held while a master is checked or started, so that concurrent commands do
   // not each start one.
   std::mutex m_master_mutex;
+  std::atomic<int> m_masters_started{0};
   // Commands at once: below sshd's default MaxSessions (10) per connection.
   std::counting_semaphore<8> m_exec_slots{8};
   std::mutex m_tunnel_mutex;

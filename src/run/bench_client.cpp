@@ -3,7 +3,7 @@
 #include <specctl/bench/stats.hpp>
 #include <specctl/bench/wire.hpp>
 #include <specctl/http/get.hpp>
-#include <specctl/remote/ssh_host.hpp>
+#include <specctl/remote/host.hpp>
 #include <specctl/run/bench_job.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/shell.hpp>
@@ -114,12 +114,11 @@ constexpr ModeCalls<bench::RateResult, bench::RateOptions> k_rate{BenchJob::Mode
 BenchClient::BenchClient(Setup setup) : m_s(std::move(setup)) {}
 
 bool BenchClient::tunnelled() const {
-  return dynamic_cast<remote::SshHost*>(m_s.host) != nullptr;
+  return m_s.host->over_ssh();
 }
 
 int BenchClient::reconnects() const {
-  const auto* ssh = dynamic_cast<const remote::SshHost*>(m_s.host);
-  return ssh != nullptr ? ssh->reconnect_count() : 0;
+  return m_s.host->reconnect_count();
 }
 
 BenchClient::Where BenchClient::where_for(const experiment::BenchmarkSpec& spec) {

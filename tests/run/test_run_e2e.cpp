@@ -198,6 +198,11 @@ TEST_CASE("a sweep over SSH: every file, accept length, the server log copied ba
   check_complete_variant(sweep.out(), "eagle3");
   auto eagle3 = read_json(sweep.out() / "variants/eagle3/result.json");
   CHECK(eagle3["host"] == "node");
+  // Over either transport the benchmark client runs on the node, beside the server.
+  for (const auto& [name, benchmark] : eagle3["benchmarks"].items()) {
+    CAPTURE(name);
+    CHECK(benchmark["client"]["ran_on"] == "host");
+  }
   CHECK(eagle3["benchmarks"]["single"]["metrics"]["accept_length"].get<double>() == doctest::Approx(1.97).epsilon(0.1));
   auto provenance = read_json(sweep.out() / "provenance.json");
   CHECK(provenance["hosts"]["node"]["description"].get<std::string>().find("127.0.0.1") != std::string::npos);

@@ -6,14 +6,17 @@
 
 #include <doctest/doctest.h>
 
+#include "files.hpp"
 #include "net.hpp"
 #include "ssh_transport.hpp"
 #include "sshd.hpp"
 #include "wait.hpp"
 
+#include <specctl/remote/openssh_host.hpp>
 #include <specctl/remote/ssh_host.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -39,6 +42,45 @@ inline std::unique_ptr<remote::SshHost> require_host(const remote::SshTarget& ta
     FAIL("connect_ssh failed: " << host.error().what());
   }
   return std::move(*host);
+}
+
+// An OpenSSH target for the test sshd: its key only (IdentitiesOnly, no agent
+// keys), its known_hosts, strict checking, a generated -F file that keeps
+// ~/.ssh/config out, and a control folder of its own.
+inline remote::OpenSshTarget openssh_target_for(const TestSshd& sshd) {
+  auto config = sshd.dir() / "ssh_config";
+  write_file(config, "IdentitiesOnly yes\n");
+  remote::OpenSshTarget t;
+  t.name = "testnode";
+  t.destination = sshd.address();
+  t.user = sshd.user();
+  t.port = sshd.port();
+  t.identities = {sshd.user_key().string()};
+  t.known_hosts = sshd.known_hosts().string();
+  t.strict_host_key_checking = "yes";
+  t.config_file = config.string();
+  t.control_dir = (sshd.dir() / "cm").string();
+  t.connect_timeout = std::chrono::seconds{10};
+  t.keepalive = std::chrono::seconds{5};
+  return t;
+}
+
+inline std::unique_ptr<remote::Host> require_openssh(const remote::OpenSshTarget& target, const TestSshd& sshd) {
+  auto host = remote::connect_openssh(target);
+  if (!host) {
+    MESSAGE("sshd log:\n" << sshd.log());
+    FAIL("connect_openssh failed: " << host.error().what());
+  }
+  return std::move(*host);
+}
+
+// The test sshd as a Host over the transport under test (ssh_transport.hpp):
+// specctl's own client, or the system ssh in the "openssh" pass.
+inline std::unique_ptr<remote::Host> require_host_under_test(const TestSshd& sshd) {
+  if (testing_openssh()) {
+    return require_openssh(openssh_target_for(sshd), sshd);
+  }
+  return require_host(sshd.target(), sshd);
 }
 
 // Whether any process's command line contains `marker` (the test "node" is this machine).

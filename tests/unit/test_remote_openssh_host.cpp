@@ -51,35 +51,6 @@ bool skipped() {
   return why.has_value();
 }
 
-// A target for the test sshd: its key only (IdentitiesOnly, no agent keys),
-// its known_hosts, strict checking, and a control folder of its own.
-OpenSshTarget target_for(const TestSshd& sshd) {
-  auto config = sshd.dir() / "ssh_config";
-  write_file(config, "IdentitiesOnly yes\n");
-  OpenSshTarget t;
-  t.name = "testnode";
-  t.destination = sshd.address();
-  t.user = sshd.user();
-  t.port = sshd.port();
-  t.identities = {sshd.user_key().string()};
-  t.known_hosts = sshd.known_hosts().string();
-  t.strict_host_key_checking = "yes";
-  t.config_file = config.string();
-  t.control_dir = (sshd.dir() / "cm").string();
-  t.connect_timeout = 10s;
-  t.keepalive = 5s;
-  return t;
-}
-
-std::unique_ptr<Host> require_openssh(const OpenSshTarget& target, const TestSshd& sshd) {
-  auto host = specctl::remote::connect_openssh(target);
-  if (!host) {
-    MESSAGE("sshd log:\n" << sshd.log());
-    FAIL("connect_openssh failed: " << host.error().what());
-  }
-  return std::move(*host);
-}
-
 // The live processes (zombies count as gone) that `keep` accepts.
 std::vector<pid_t> processes(const std::function<bool(pid_t)>& keep) {
   std::vector<pid_t> found;
@@ -123,7 +94,7 @@ TEST_CASE("openssh host runs commands and reports output and exit codes") {
     return;
   }
   auto sshd = require_sshd();
-  auto host = require_openssh(target_for(*sshd), *sshd);
+  auto host = require_openssh(openssh_target_for(*sshd), *sshd);
   CHECK(host->describe() == "testnode (openssh: " + sshd->user() + "@127.0.0.1:" + std::to_string(sshd->port()) + ")");
 
   SUBCASE("stdout, stderr and the exit code come back separately") {
@@ -231,7 +202,7 @@ TEST_CASE("openssh host kills a command that outlives its timeout") {
     return;
   }
   auto sshd = require_sshd();
-  auto host = require_openssh(target_for(*sshd), *sshd);
+  auto host = require_openssh(openssh_target_for(*sshd), *sshd);
   auto pid_file = sshd->dir() / "pid";
   auto started = Clock::now();
   // 3 s, not 1: on a loaded 2-core machine the login shell alone took a second.
@@ -258,7 +229,7 @@ TEST_CASE("openssh host never prompts") {
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
 
   // A key the node does not know, and one it knows that has a passphrase.
   REQUIRE(generate_key(sshd->dir() / "wrong_key"));
@@ -286,7 +257,7 @@ TEST_CASE("openssh host checks the host key") {
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
   auto port = std::to_string(sshd->port());
 
   SUBCASE("yes: an unknown host is refused, naming the host") {
@@ -390,7 +361,7 @@ TEST_CASE("openssh host re-establishes a master that died") {
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
   // A hung master is given up after the connect timeout and 10 s.
   target.connect_timeout = 2s;
   auto host = require_openssh(target, *sshd);
@@ -447,7 +418,7 @@ TEST_CASE("openssh host returns promptly while the master it started lives on") 
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
   // The command that checks the node also becomes the master, which forks
   // into the background: it must let go of the pipes we read.
   auto started = Clock::now();
@@ -472,7 +443,7 @@ TEST_CASE("openssh host tunnels TCP connections to a port on the node") {
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
   auto host = require_openssh(target, *sshd);
   EchoServer echo;
   auto port = host->open_tunnel("127.0.0.1", echo.port());
@@ -537,7 +508,7 @@ TEST_CASE("openssh host writes files atomically") {
     return;
   }
   auto sshd = require_sshd();
-  auto host = require_openssh(target_for(*sshd), *sshd);
+  auto host = require_openssh(openssh_target_for(*sshd), *sshd);
   auto path = sshd->dir() / "deep" / "er" / "program.bin";
   // Every byte value, NULs and newlines included, and more than a pipe holds.
   auto data = random_bytes(3 * 1024 * 1024, 3);
@@ -570,7 +541,7 @@ TEST_CASE("openssh host closes promptly and leaves no ssh process behind") {
     return;
   }
   auto sshd = require_sshd();
-  auto target = target_for(*sshd);
+  auto target = openssh_target_for(*sshd);
   auto host = require_openssh(target, *sshd);
   EchoServer echo;
   auto port = host->open_tunnel("127.0.0.1", echo.port());

@@ -60,6 +60,14 @@ public:
   // stream a command's input override it.
   virtual std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
                                                 util::Duration timeout = k_default_upload_timeout);
+
+  // Whether the host is another machine reached over SSH, so that its ports
+  // come here through a tunnel (whose round trip a client here pays).
+  virtual bool over_ssh() const { return false; }
+
+  // How many times the SSH connection dropped and was made again (a new
+  // libssh2 session, a new ControlMaster); zero for hosts without one.
+  virtual int reconnect_count() const { return 0; }
 };
 
 } // namespace specctl::remote

@@ -126,8 +126,8 @@ public:
   std::expected<util::UniqueFd, Error> open_stream(const std::string& target_host, int target_port,
                                                    util::Duration timeout);
 
-  // How many times a dropped connection was re-established, for tests and logs.
-  int reconnect_count() const;
+  bool over_ssh() const override { return true; }
+  int reconnect_count() const override;
 
 private:
   std::unique_ptr<detail::SshLoop> m_loop;
