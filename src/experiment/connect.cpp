@@ -61,7 +61,11 @@ remote::SshTarget ssh_target(const HostSpec& spec) {
   return target;
 }
 
-remote::OpenSshTarget openssh_target(const HostSpec& spec) {
+namespace {
+
+// A host's settings for the system ssh, without the master's control folder
+// (a hop has none: its ssh is a ProxyCommand's `ssh -W`).
+remote::OpenSshTarget openssh_settings(const HostSpec& spec) {
   remote::OpenSshTarget target;
   target.name = spec.name;
   target.destination = spec.destination.empty() ? spec.hostname : spec.destination;
@@ -74,19 +78,32 @@ remote::OpenSshTarget openssh_target(const HostSpec& spec) {
     target.known_hosts = spec.known_hosts;
   }
   target.strict_host_key_checking = spec.host_key == HostKeyPolicy::strict ? "yes" : "accept-new";
-  target.jumps = spec.given_jumps;
+  // The experiment's `jump:` only: a ProxyJump or ProxyCommand of the ssh
+  // config is ssh's own to follow, as it reads it.
+  if (!spec.given_jumps.empty()) {
+    for (const auto& hop : spec.jumps) {
+      target.jumps.push_back(openssh_settings(hop));
+    }
+  }
   if (const char* config = std::getenv("SPECCTL_SSH_CONFIG"); config != nullptr && *config != '\0') {
     // The config specctl reads is the one ssh reads; a missing one is an empty one to both.
     std::error_code ec;
     target.config_file = std::filesystem::exists(config, ec) ? std::string(config) : std::string("/dev/null");
   }
-  target.control_dir = control_dir();
   if (spec.connect_timeout && *spec.connect_timeout > util::Duration::zero()) {
     target.connect_timeout = *spec.connect_timeout;
   }
   if (spec.keepalive) {
     target.keepalive = *spec.keepalive;
   }
+  return target;
+}
+
+} // namespace
+
+remote::OpenSshTarget openssh_target(const HostSpec& spec) {
+  auto target = openssh_settings(spec);
+  target.control_dir = control_dir();
   return target;
 }
 

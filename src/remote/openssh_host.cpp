@@ -62,38 +62,6 @@ constexpr auto k_exit_request_timeout = std::chrono::seconds{3};
 // ssh creates the socket as "<ControlPath>.<16 random characters>" first.
 constexpr std::size_t k_control_path_suffix = 17;
 
-long long whole_seconds(util::Duration d) {
-  return std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
-}
-
-// A value for `-o Name=value`: ssh splits option lines at spaces and takes
-// quotes, so such values go in double quotes.
-std::string option_value(std::string_view value) {
-  if (value.find_first_of(" \t\"'\\") == std::string_view::npos) {
-    return std::string(value);
-  }
-  std::string quoted = "\"";
-  for (char c : value) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-    }
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
-// ssh expands %-tokens in paths (ControlPath, UserKnownHostsFile, -i).
-std::string escape_tokens(std::string_view path) {
-  std::string out;
-  for (char c : path) {
-    out += c;
-    if (c == '%') {
-      out += '%';
-    }
-  }
-  return out;
-}
-
 bool contains_nocase(std::string_view text, std::string_view word) {
   auto it = std::search(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
     return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
@@ -173,6 +141,38 @@ std::expected<void, Error> validate(const OpenSshTarget& target) {
 }
 
 } // namespace
+
+long long whole_seconds(util::Duration d) {
+  return std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(d).count());
+}
+
+// A value for `-o Name=value`: ssh splits option lines at spaces and takes
+// quotes, so such values go in double quotes.
+std::string option_value(std::string_view value) {
+  if (value.find_first_of(" \t\"'\\") == std::string_view::npos) {
+    return std::string(value);
+  }
+  std::string quoted = "\"";
+  for (char c : value) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+    }
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// ssh expands %-tokens in paths (ControlPath, UserKnownHostsFile, -i).
+std::string escape_tokens(std::string_view path) {
+  std::string out;
+  for (char c : path) {
+    out += c;
+    if (c == '%') {
+      out += '%';
+    }
+  }
+  return out;
+}
 
 SshFailure classify_failure(const std::string& where, std::string_view err, int status) {
   auto lines = nonempty_lines(err);
@@ -278,11 +278,14 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& pro
   if (t.port) {
     args.insert(args.end(), {"-p", std::to_string(*t.port)});
   }
+  // Not -i: ssh looks for the file named by -i before it expands its tokens,
+  // and drops it ("not accessible") when the name has a '%'.
   for (const auto& identity : t.identities) {
-    args.insert(args.end(), {"-i", escape_tokens(identity)});
+    option("IdentityFile", escape_tokens(identity));
   }
   if (!t.jumps.empty()) {
-    args.insert(args.end(), {"-J", util::join(t.jumps, ",")});
+    // Taken verbatim to the end of the option: no quoting, only tokens.
+    args.insert(args.end(), {"-o", "ProxyCommand=" + proxy_command(t, program)});
   }
   args.push_back("-T");
   args.insert(args.end(), extra.begin(), extra.end());
@@ -313,6 +316,7 @@ std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
     return {};
   }
   const auto bound = m_target.connect_timeout + k_check_slack;
+  clear_jump_errors(m_target);
   RunSpec spec;
   spec.argv = argv();
   spec.argv.push_back("exit 0");
@@ -321,6 +325,11 @@ std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
   if (!run) {
     return std::unexpected(
         Error(fmt::format("{}: cannot start {}: {}", m_where, m_program, std::strerror(run.error()))));
+  }
+  if (run->status != 0) {
+    if (auto hop = jump_failure(m_target, m_where)) {
+      return std::unexpected(*hop);
+    }
   }
   if (run->timed_out) {
     auto lines = nonempty_lines(run->err);

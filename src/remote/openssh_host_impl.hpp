@@ -2,7 +2,7 @@
 
 // The pieces of the OpenSSH transport (openssh_host.cpp: the target, ssh's
 // arguments, the master and the host; openssh_exec.cpp: commands;
-// openssh_tunnel.cpp: forwarded ports).
+// openssh_tunnel.cpp: forwarded ports; openssh_jumps.cpp: jump hosts).
 
 #include "openssh_process.hpp"
 
@@ -12,6 +12,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <semaphore>
 #include <string>
 #include <string_view>
@@ -29,6 +30,25 @@ struct SshFailure {
 
 // `err` is what ssh wrote, `status` its exit status.
 SshFailure classify_failure(const std::string& where, std::string_view err, int status);
+
+// ssh's `-o ConnectTimeout`-style whole seconds, at least one.
+long long whole_seconds(util::Duration d);
+// A value for `-o Name=value`: ssh splits option lines at spaces and takes
+// quotes, so such values go in double quotes.
+std::string option_value(std::string_view value);
+// ssh expands %-tokens in paths (ControlPath, UserKnownHostsFile, IdentityFile).
+std::string escape_tokens(std::string_view path);
+
+// openssh_jumps.cpp. `target.jumps` as the line ssh runs as ProxyCommand: a
+// chain of `ssh -W`, one per hop, each with its own settings. Each hop's ssh
+// writes its stderr to a file in the control folder: a master's ProxyCommand
+// gets /dev/null otherwise, and with it the reason a hop failed.
+std::string proxy_command(const OpenSshTarget& target, const std::string& program);
+// Forgets what the hops said before (before a new master starts).
+void clear_jump_errors(const OpenSshTarget& target);
+// Why the nearest hop that said something failed ("cannot reach jump host
+// bastion (openssh: ...): ..."), to follow `where`; nothing when no hop spoke.
+std::optional<Error> jump_failure(const OpenSshTarget& target, const std::string& where);
 
 // ssh's argv for `target` up to the destination: `extra` options come before `--`.
 std::vector<std::string> ssh_argv(const OpenSshTarget& target, const std::string& program,

@@ -79,9 +79,18 @@ TEST_CASE("ssh hosts: jump lists hosts of the experiment or targets, in order, a
   REQUIRE(target.jumps.size() == 2);
   CHECK(target.jumps[0].hostname == "bastion.example.org");
   CHECK(target.route() == "laptop → bastion → ops@login2.example.org:2222 → node");
-  // The system ssh is handed the hops as -J takes them.
+  // The system ssh is handed each hop with its own settings.
   auto openssh = openssh_target(node);
-  CHECK(openssh.jumps == std::vector<std::string>{"me@bastion.example.org:2200", "ops@login2.example.org:2222"});
+  REQUIRE(openssh.jumps.size() == 2);
+  CHECK(openssh.jumps[0].destination == "bastion.example.org");
+  CHECK(openssh.jumps[0].user == "me");
+  CHECK(openssh.jumps[0].port == 2200);
+  CHECK(openssh.jumps[0].identities == std::vector<std::string>{"~/.ssh/bastion_key"});
+  CHECK(openssh.jumps[0].known_hosts == "/kh/bastion");
+  CHECK(openssh.jumps[1].destination == "login2.example.org");
+  CHECK(openssh.jumps[1].user == "ops");
+  CHECK(openssh.jumps[1].known_hosts == "/kh/node");
+  CHECK(openssh.jumps[1].control_dir.empty());
   CHECK(openssh.destination == "10.1.2.3");
   CHECK(openssh.user == "root");
   CHECK_FALSE(openssh.port);
@@ -129,6 +138,8 @@ Host tunnelled
     auto target = ssh_target(node);
     CHECK(target.keepalive_count == 4);
     CHECK(target.connect_timeout == std::chrono::seconds{7});
+    // The system ssh follows the config's ProxyJump itself.
+    CHECK(openssh_target(node).jumps.empty());
   }
   SUBCASE("ProxyCommand with its tokens expanded, and HostKeyAlias") {
     auto loaded = load_hosts("hosts:\n  node: {ssh: \"me@tunnelled:2200\"}\n", config);

@@ -32,8 +32,12 @@ struct OpenSshTarget {
   std::optional<std::string> known_hosts;
   // -o StrictHostKeyChecking=: "yes" or "accept-new".
   std::optional<std::string> strict_host_key_checking;
-  // -J a,b: the hops as ssh takes them ("user@bastion:2222").
-  std::vector<std::string> jumps;
+  // The hops before the node, nearest first, each with its own settings
+  // (destination, user, port, identities, known_hosts, host key policy,
+  // timeouts; a first hop may have `jumps` of its own). They become a chain of
+  // ProxyCommands, each its own `ssh -W`: ssh's -J would hand the hops only
+  // -F, losing every setting the experiment gives them.
+  std::vector<OpenSshTarget> jumps;
   // -F, when not ssh's default (tests use a generated file).
   std::optional<std::string> config_file;
   // Where the master's socket lives (ControlPath=<control_dir>/%C); created
