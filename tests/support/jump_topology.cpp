@@ -6,6 +6,8 @@
 #include "skip.hpp"
 #include "wait.hpp"
 
+#include <specctl/util/text.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -18,7 +20,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,11 +44,7 @@ constexpr auto k_client_connect_timeout = std::chrono::seconds{10};
 constexpr auto k_client_alive_interval = std::chrono::seconds{5};
 
 std::string ns_error(const std::vector<std::string>& argv, const ProgramResult& result) {
-  std::string line;
-  for (const auto& word : argv) {
-    line += (line.empty() ? "" : " ") + word;
-  }
-  return "\"" + line + "\" failed (exit " + std::to_string(result.exit_code) + "): " + result.output;
+  return "\"" + util::join(argv, " ") + "\" failed (exit " + std::to_string(result.exit_code) + "): " + result.output;
 }
 
 std::expected<void, std::string> run_ip(const std::string& ip, std::vector<std::string> args,
