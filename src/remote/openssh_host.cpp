@@ -232,6 +232,7 @@ OpenSshHost::~OpenSshHost() {
     m_tunnels.reset();
   }
   drop_master();
+  clear_jump_errors(m_target);
   // The folder is this host's alone: gone with it, unless something else was put there.
   std::error_code ec;
   std::filesystem::remove(m_target.control_dir, ec);
@@ -241,21 +242,11 @@ std::vector<std::string> OpenSshHost::argv(const std::vector<std::string>& extra
   return ssh_argv(m_target, m_program, extra);
 }
 
-std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& program,
-                                  const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {program};
-  if (t.config_file) {
-    args.insert(args.end(), {"-F", *t.config_file});
-  }
+void add_login_options(const OpenSshTarget& t, std::vector<std::string>& args) {
   auto option = [&](std::string_view name, std::string_view value) {
-    args.push_back("-o");
-    args.push_back(fmt::format("{}={}", name, option_value(value)));
+    args.insert(args.end(), {"-o", fmt::format("{}={}", name, option_value(value))});
   };
   option("BatchMode", "yes");
-  option("ControlMaster", "auto");
-  args.push_back("-o");
-  args.push_back("ControlPath=" + option_value(escape_tokens(t.control_dir) + "/%C"));
-  option("ControlPersist", std::to_string(std::chrono::seconds(k_control_persist).count()));
   option("ConnectTimeout", std::to_string(whole_seconds(t.connect_timeout)));
   option("ServerAliveInterval",
          t.keepalive > util::Duration::zero() ? std::to_string(whole_seconds(t.keepalive)) : std::string("0"));
@@ -263,7 +254,7 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& pro
   // Errors only: "Warning: Permanently added ..." would land in a command's stderr.
   option("LogLevel", "ERROR");
   // A Local/Remote/DynamicForward or RemoteCommand of the user's config would
-  // be set up again by every command.
+  // be set up again by every command (and a hop's `-W` refuses a command).
   option("ClearAllForwardings", "yes");
   option("RemoteCommand", "none");
   if (t.known_hosts) {
@@ -283,6 +274,18 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& pro
   for (const auto& identity : t.identities) {
     option("IdentityFile", escape_tokens(identity));
   }
+}
+
+std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& program,
+                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {program};
+  if (t.config_file) {
+    args.insert(args.end(), {"-F", *t.config_file});
+  }
+  add_login_options(t, args);
+  args.insert(args.end(), {"-o", "ControlMaster=auto", "-o",
+                           "ControlPath=" + option_value(escape_tokens(t.control_dir) + "/%C"), "-o",
+                           fmt::format("ControlPersist={}", std::chrono::seconds(k_control_persist).count())});
   if (!t.jumps.empty()) {
     // Taken verbatim to the end of the option: no quoting, only tokens.
     args.insert(args.end(), {"-o", "ProxyCommand=" + proxy_command(t, program)});

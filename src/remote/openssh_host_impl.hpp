@@ -39,6 +39,11 @@ std::string option_value(std::string_view value);
 // ssh expands %-tokens in paths (ControlPath, UserKnownHostsFile, IdentityFile).
 std::string escape_tokens(std::string_view path);
 
+// -o BatchMode=yes, the timeouts and keepalives, LogLevel=ERROR, no
+// forwardings, then `t`'s known_hosts, host key policy, user, port and keys:
+// what every ssh of the transport is given, a hop's included.
+void add_login_options(const OpenSshTarget& t, std::vector<std::string>& args);
+
 // openssh_jumps.cpp. `target.jumps` as the line ssh runs as ProxyCommand: a
 // chain of `ssh -W`, one per hop, each with its own settings. Each hop's ssh
 // writes its stderr to a file in the control folder: a master's ProxyCommand

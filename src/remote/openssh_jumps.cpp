@@ -57,30 +57,7 @@ std::string line_for(const std::vector<OpenSshTarget>& hops, std::size_t count, 
   if (target.config_file) {
     args.insert(args.end(), {"-F", *target.config_file});
   }
-  auto option = [&](std::string_view name, std::string_view value) {
-    args.insert(args.end(), {"-o", fmt::format("{}={}", name, option_value(value))});
-  };
-  option("BatchMode", "yes");
-  option("ConnectTimeout", std::to_string(whole_seconds(hop.connect_timeout)));
-  option("ServerAliveInterval",
-         hop.keepalive > util::Duration::zero() ? std::to_string(whole_seconds(hop.keepalive)) : std::string("0"));
-  option("LogLevel", "ERROR");
-  option("ClearAllForwardings", "yes");
-  if (hop.known_hosts) {
-    option("UserKnownHostsFile", escape_tokens(*hop.known_hosts));
-  }
-  if (hop.strict_host_key_checking) {
-    option("StrictHostKeyChecking", *hop.strict_host_key_checking);
-  }
-  if (hop.user) {
-    args.insert(args.end(), {"-l", *hop.user});
-  }
-  if (hop.port) {
-    args.insert(args.end(), {"-p", std::to_string(*hop.port)});
-  }
-  for (const auto& identity : hop.identities) {
-    option("IdentityFile", escape_tokens(identity));
-  }
+  add_login_options(hop, args);
   const auto name = prefix + std::to_string(count);
   if (count > 1) {
     args.insert(args.end(), {"-o", "ProxyCommand=" + line_for(hops, count - 1, prefix, target, program)});

@@ -111,4 +111,6 @@ TEST_CASE("openssh jump: two hops, each with only its own key and known_hosts, c
         std::string::npos);
   CHECK(message.find((*topology)->host_key_fingerprint(Hop::login2)) != std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
+  // The hops' error files go with the control folder.
+  CHECK_FALSE(fs::exists(target.control_dir));
 }
