@@ -1,6 +1,7 @@
 #include "ssh_route.hpp"
 
 #include <specctl/util/duration.hpp>
+#include <specctl/util/spawn.hpp>
 
 #include <fmt/format.h>
 
@@ -64,28 +65,27 @@ public:
   ProxyProcess(pid_t pid, util::UniqueFd errors) : m_pid(pid), m_errors(std::move(errors)) {}
 
   ~ProxyProcess() override {
-    if (reap(false)) {
-      ::kill(-m_pid, SIGKILL); // anything it left behind in its group
-      return;
-    }
-    ::kill(-m_pid, SIGTERM);
-    auto until = Clock::now() + k_proxy_grace;
-    while (Clock::now() < until) {
-      if (reap(false)) {
-        break;
+    if (!ended()) {
+      ::kill(-m_pid, SIGTERM);
+      auto until = Clock::now() + k_proxy_grace;
+      while (Clock::now() < until && !ended()) {
+        std::this_thread::sleep_for(k_proxy_poll);
       }
-      std::this_thread::sleep_for(k_proxy_poll);
     }
-    ::kill(-m_pid, SIGKILL);
-    reap(true);
+    if (m_unreaped) {
+      // Anything it left behind in its group. The leader is still our
+      // unreaped child, so the group's id cannot belong to anyone else yet.
+      ::kill(-m_pid, SIGKILL);
+      ::waitpid(m_pid, nullptr, 0);
+    }
   }
 
   std::string diagnosis() override {
     drain();
     std::string out;
-    if (reap(false)) {
-      out = WIFEXITED(m_status) ? fmt::format("ProxyCommand exited with status {}", WEXITSTATUS(m_status))
-                                : fmt::format("ProxyCommand killed by signal {}", WTERMSIG(m_status));
+    if (ended() && m_unreaped) {
+      out = m_info.si_code == CLD_EXITED ? fmt::format("ProxyCommand exited with status {}", m_info.si_status)
+                                         : fmt::format("ProxyCommand killed by signal {}", m_info.si_status);
     }
     auto text = m_stderr;
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
@@ -99,14 +99,22 @@ public:
   }
 
 private:
-  // True once the process has ended (and was waited for).
-  bool reap(bool block) {
-    if (m_reaped) {
+  // True once the process has ended. It is left a zombie (waitid's WNOWAIT):
+  // its pid, and with it its group's id, stay ours until the destructor.
+  bool ended() {
+    if (m_ended) {
       return true;
     }
-    pid_t done = ::waitpid(m_pid, &m_status, block ? 0 : WNOHANG);
-    m_reaped = done == m_pid || (done < 0 && errno == ECHILD);
-    return m_reaped;
+    m_info = {};
+    int rc = ::waitid(P_PID, static_cast<id_t>(m_pid), &m_info, WEXITED | WNOWAIT | WNOHANG);
+    if (rc == 0 && m_info.si_pid == m_pid) {
+      m_ended = true;
+    } else if (rc < 0 && errno == ECHILD) {
+      // Reaped by someone else: its id may be anyone's now.
+      m_ended = true;
+      m_unreaped = false;
+    }
+    return m_ended;
   }
 
   void drain() {
@@ -126,8 +134,9 @@ private:
   pid_t m_pid;
   util::UniqueFd m_errors;
   std::string m_stderr;
-  int m_status = 0;
-  bool m_reaped = false;
+  siginfo_t m_info{};
+  bool m_ended = false;
+  bool m_unreaped = true;
 };
 
 class ProxyCommandRoute final : public Route {
@@ -151,24 +160,23 @@ public:
     }
     util::UniqueFd error_read(pipe_fds[0]);
     util::UniqueFd error_write(pipe_fds[1]);
-    // Everything the child needs is ready before fork: after it, only
-    // async-signal-safe calls.
-    const char* argv[] = {"/bin/sh", "-c", m_command.c_str(), nullptr};
-    int child_end = theirs.get();
-    int child_errors = error_write.get();
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      return fail(std::strerror(errno));
+    util::SpawnSetup setup;
+    setup.add_dup2(theirs.get(), STDIN_FILENO);
+    setup.add_dup2(theirs.get(), STDOUT_FILENO);
+    setup.add_dup2(error_write.get(), STDERR_FILENO);
+    // Nothing of ours (the SSH loop's sockets, other hops' pipes) leaks into it.
+    setup.add_close_from(STDERR_FILENO + 1);
+    // Its own session: no terminal to prompt on, and ProxyProcess ends its whole group.
+    setup.set_group(util::ProcessGroup::own_session);
+    setup.unblock_signals();
+    sigset_t defaults;
+    sigfillset(&defaults);
+    setup.default_signals(defaults);
+    auto spawned = setup.spawn("/bin/sh", {"/bin/sh", "-c", m_command});
+    if (!spawned) {
+      return fail(std::strerror(spawned.error()));
     }
-    if (pid == 0) {
-      ::setsid();
-      if (::dup2(child_end, STDIN_FILENO) < 0 || ::dup2(child_end, STDOUT_FILENO) < 0 ||
-          ::dup2(child_errors, STDERR_FILENO) < 0) {
-        ::_exit(127);
-      }
-      ::execv(argv[0], const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
+    const pid_t pid = *spawned;
     theirs.reset();
     error_write.reset();
     ::fcntl(error_read.get(), F_SETFL, O_NONBLOCK);
