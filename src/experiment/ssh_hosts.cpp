@@ -1,5 +1,6 @@
 #include "ssh_hosts.hpp"
 
+#include <specctl/experiment/connect.hpp>
 #include <specctl/remote/ssh_config.hpp>
 #include <specctl/util/text.hpp>
 
@@ -339,17 +340,7 @@ void resolve_jumps(std::map<std::string, HostSpec>& hosts,
 namespace specctl::experiment {
 
 std::string HostSpec::route() const {
-  std::string out = "laptop";
-  if (!jumps.empty()) {
-    auto first = jumps.front().route();
-    out = first.substr(0, first.rfind(" → "));
-    for (const auto& hop : jumps) {
-      out += " → " + hop.name;
-    }
-  } else if (proxy_command) {
-    out += " → (ProxyCommand)";
-  }
-  return out + " → " + name;
+  return ssh_target(*this).route();
 }
 
 } // namespace specctl::experiment
