@@ -60,14 +60,9 @@ std::expected<CommandResult, Error> LocalHost::exec(const std::string& command_l
   setup.add_open(STDIN_FILENO, "/dev/null", O_RDONLY);
   setup.add_dup2(out->write.get(), STDOUT_FILENO);
   setup.add_dup2(err->write.get(), STDERR_FILENO);
-  // Nothing of specctl's (sockets, tunnels' listeners) may leak into a server that outlives it.
-  setup.add_close_from(STDERR_FILENO + 1);
-  // Its own session and process group, so a timeout kills everything it started.
-  setup.set_group(util::ProcessGroup::own_session);
-  setup.unblock_signals();
-  sigset_t defaults;
-  sigfillset(&defaults);
-  setup.default_signals(defaults);
+  // Nothing of specctl's (sockets, tunnels' listeners) leaks into a server that
+  // outlives it, and a timeout kills everything it started (its own group).
+  setup.detach();
 
   auto spawned = setup.spawn("/bin/sh", {"/bin/sh", "-c", command_line});
   if (!spawned) {

@@ -206,16 +206,10 @@ std::expected<Spawned, int> spawn_ssh(const std::vector<std::string>& argv, Stdi
     setup.add_dup2(socket, STDOUT_FILENO);
     setup.add_open(STDERR_FILENO, "/dev/null", O_WRONLY);
   }
-  // Nothing of ours (listeners, other commands' pipes) may leak into ssh, nor
-  // into a master that outlives this run.
-  setup.add_close_from(STDERR_FILENO + 1);
-  // No controlling terminal: ssh cannot open /dev/tty to ask anything, and a
-  // Ctrl-C at specctl's terminal does not reach it.
-  setup.set_group(util::ProcessGroup::own_session);
-  setup.unblock_signals();
-  sigset_t defaults;
-  sigfillset(&defaults);
-  setup.default_signals(defaults);
+  // Nothing of ours (listeners, other commands' pipes) leaks into ssh, nor into
+  // a master that outlives this run; no controlling terminal, so ssh cannot
+  // open /dev/tty to ask anything, and a Ctrl-C at specctl's does not reach it.
+  setup.detach();
   auto pid = setup.spawn(argv.front(), argv);
   if (!pid) {
     return std::unexpected(pid.error());

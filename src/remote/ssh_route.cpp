@@ -164,14 +164,8 @@ public:
     setup.add_dup2(theirs.get(), STDIN_FILENO);
     setup.add_dup2(theirs.get(), STDOUT_FILENO);
     setup.add_dup2(error_write.get(), STDERR_FILENO);
-    // Nothing of ours (the SSH loop's sockets, other hops' pipes) leaks into it.
-    setup.add_close_from(STDERR_FILENO + 1);
-    // Its own session: no terminal to prompt on, and ProxyProcess ends its whole group.
-    setup.set_group(util::ProcessGroup::own_session);
-    setup.unblock_signals();
-    sigset_t defaults;
-    sigfillset(&defaults);
-    setup.default_signals(defaults);
+    // Nothing of the SSH loop's leaks into it; ProxyProcess ends its whole group.
+    setup.detach();
     auto spawned = setup.spawn("/bin/sh", {"/bin/sh", "-c", m_command});
     if (!spawned) {
       return fail(std::strerror(spawned.error()));

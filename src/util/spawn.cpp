@@ -1,5 +1,7 @@
 #include <specctl/util/spawn.hpp>
 
+#include <unistd.h>
+
 extern char** environ;
 
 namespace specctl::util {
@@ -80,6 +82,15 @@ void SpawnSetup::unblock_signals() {
 void SpawnSetup::default_signals(const sigset_t& signals) {
   note(posix_spawnattr_setsigdefault(&m_attr, &signals));
   add_flags(POSIX_SPAWN_SETSIGDEF);
+}
+
+void SpawnSetup::detach() {
+  add_close_from(STDERR_FILENO + 1);
+  set_group(ProcessGroup::own_session);
+  unblock_signals();
+  sigset_t defaults;
+  sigfillset(&defaults);
+  default_signals(defaults);
 }
 
 std::expected<pid_t, int> SpawnSetup::spawn(const std::filesystem::path& program, const std::vector<std::string>& argv,

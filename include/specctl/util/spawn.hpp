@@ -47,6 +47,12 @@ public:
   void unblock_signals();
   // The child starts with `signals` at their default action, whatever this process ignores.
   void default_signals(const sigset_t& signals);
+  // A child that is nobody's but its own: it closes every descriptor above
+  // stderr (nothing of ours leaks into it), starts a new session and group
+  // (no terminal to prompt on; killing -pid reaches all it starts), and
+  // starts with no signal blocked and every signal at its default. Add the
+  // stdin/stdout/stderr file actions first.
+  void detach();
 
   // Starts `program` with `argv` (argv[0] included) and the environment
   // `env` ("NAME=value" strings); the child's pid, or the errno of the failure.
