@@ -297,24 +297,40 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& pro
   return args;
 }
 
-bool OpenSshHost::master_listening() const {
+std::optional<pid_t> OpenSshHost::master_listening() const {
   sockaddr_un address{};
   if (m_control_path.size() >= sizeof address.sun_path) {
-    return false;
+    return std::nullopt;
   }
   address.sun_family = AF_UNIX;
   std::memcpy(address.sun_path, m_control_path.c_str(), m_control_path.size() + 1);
   util::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) {
-    return false;
+    return std::nullopt;
   }
   // A master that died (SIGKILL) leaves its socket: connecting is refused.
-  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return std::nullopt;
+  }
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
+    return pid_t{0};
+  }
+  return peer.pid;
+}
+
+void OpenSshHost::note_master(std::optional<pid_t> pid) {
+  if (pid && pid != m_master_pid) {
+    m_master_pid = pid;
+    ++m_masters_seen;
+  }
 }
 
 std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
   std::lock_guard lock(m_master_mutex);
-  const bool listening = master_listening();
+  const auto listening = master_listening();
+  note_master(listening);
   if (check == Check::when_missing && listening) {
     return {};
   }
@@ -341,9 +357,7 @@ std::expected<void, Error> OpenSshHost::ensure_master(Check check) {
                                  ErrorKind::timed_out));
   }
   if (run->status == 0) {
-    if (!listening) {
-      ++m_masters_started;
-    }
+    note_master(master_listening());
     return {};
   }
   return std::unexpected(classify_failure(m_where, run->err, run->status.value_or(-1)).error);

@@ -77,8 +77,8 @@ public:
   std::expected<void, Error> write_file(const std::string& path, std::string_view bytes,
                                         util::Duration timeout = k_default_upload_timeout) override;
   bool over_ssh() const override { return true; }
-  // Masters started after the first.
-  int reconnect_count() const override { return std::max(0, m_masters_started.load() - 1); }
+  // Masters seen after the first.
+  int reconnect_count() const override { return std::max(0, m_masters_seen.load() - 1); }
 
   // Makes sure a master listens on the control socket, starting one with a
   // command that only checks the node answers when none does; `Check::always`
@@ -92,7 +92,12 @@ public:
 private:
   std::expected<CommandResult, Error> run_command(const std::string& command_line, util::Duration timeout,
                                                   std::string_view input);
-  bool master_listening() const;
+  // The pid that made the listening control socket (SO_PEERCRED): one per
+  // master, whichever ssh started it (a tunnel's `ssh -W` may); nothing when
+  // no master listens.
+  std::optional<pid_t> master_listening() const;
+  // Counts a master not seen before. Under m_master_mutex.
+  void note_master(std::optional<pid_t> pid);
   // After a command could not start in time: when the master does not answer
   // `ssh -O check` either, it hangs (a stopped process, a stuck connection),
   // and its socket is removed so that the next try starts a new master. The
@@ -108,7 +113,9 @@ private:
   // Held while a master is checked or started, so that concurrent commands do
   // not each start one.
   std::mutex m_master_mutex;
-  std::atomic<int> m_masters_started{0};
+  // Guarded by m_master_mutex.
+  std::optional<pid_t> m_master_pid;
+  std::atomic<int> m_masters_seen{0};
   // Commands at once: below sshd's default MaxSessions (10) per connection.
   std::counting_semaphore<8> m_exec_slots{8};
   std::mutex m_tunnel_mutex;
