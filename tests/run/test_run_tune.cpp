@@ -6,6 +6,8 @@
 #include "../support/gpu_watcher.hpp"
 #include "sweep.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 
@@ -79,12 +81,23 @@ TEST_CASE("tune on specsim: each trial launched once, the answer, and tuned.yaml
   CHECK(answer["trials"] == launched.size());
   CHECK(answer["grid"] == 5);
   CHECK(counts_said(sweep.output()) == std::array<int, 3>{static_cast<int>(launched.size()), 0, 0});
-  // At 30 streams no speculation is about twice EAGLE-3 in specsim's model: no noise hides that.
+  // At 30 streams no speculation is about twice EAGLE-3 in specsim's model.
   REQUIRE(answer["points"].size() == 2);
   CHECK(answer["points"][1]["point"] == "c30");
   CHECK(answer["points"][1]["best"]["variant"] == "spec-none");
-  CHECK(answer["points"][1]["tie"] == false);
   CHECK(answer["points"][1]["ratio"].get<double>() > 1.5);
+  // A tie is the rule applied to the figures the answer shows, not a verdict fixed in advance:
+  // with two repeats on a loaded machine a 95% interval can be wider than a 2x gap.
+  for (const auto& point : answer["points"]) {
+    CAPTURE(point.dump());
+    REQUIRE(point["runner_up"].is_object());
+    const auto& best = point["best"];
+    const auto& second = point["runner_up"];
+    const double gap = std::abs(second["mean"].get<double>() - best["mean"].get<double>());
+    const double margin = std::max(second["half_width"].get<double>() + best["half_width"].get<double>(),
+                                   0.02 * std::abs(best["mean"].get<double>()));
+    CHECK(point["tie"] == (gap <= margin));
+  }
   auto md = st::read_file(sweep.out() / "tune.md");
   CHECK(md.find("**Recommendation:**") != std::string::npos);
   // c30 is named with its winner: alone ("c ≥ 30") or with c1 ("every load").
