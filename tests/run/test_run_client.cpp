@@ -30,9 +30,12 @@ constexpr std::chrono::seconds k_phase_timeout{120};
 constexpr std::chrono::seconds k_stall{20};
 // A figure measured through a stall is within this of the same level without one.
 constexpr double k_noise = 0.25;
-// TTFT at one stream is a few milliseconds, its p99 over 20 requests tens on a loaded
-// machine: below this, a difference is scheduling noise (the outage costs 20,000).
+// TTFT at one stream is a few milliseconds: below this, a difference of the median is
+// scheduling noise (the outage costs 20,000).
 constexpr double k_ttft_floor_ms = 50;
+// The p99 of 20 requests is their slowest one, and one request the scheduler kept waiting
+// on a loaded machine took 113 ms against a calm 13; a second is still 20 times below the outage.
+constexpr double k_ttft_p99_floor_ms = 1000;
 
 using specctl::test::journal;
 using specctl::test::read_json;
@@ -191,7 +194,7 @@ void check_within_noise(const json& measured, const json& reference) {
                       tok_s, ref_tok_s, ttft, ref_ttft, ttft_p99, ref_ttft_p99));
   CHECK(std::abs(tok_s - ref_tok_s) <= k_noise * ref_tok_s);
   CHECK(std::abs(ttft - ref_ttft) <= std::max(k_noise * ref_ttft, k_ttft_floor_ms));
-  CHECK(std::abs(ttft_p99 - ref_ttft_p99) <= std::max(k_noise * ref_ttft_p99, k_ttft_floor_ms));
+  CHECK(std::abs(ttft_p99 - ref_ttft_p99) <= std::max(k_noise * ref_ttft_p99, k_ttft_p99_floor_ms));
 }
 
 std::size_t lines_in(const std::filesystem::path& file) {
