@@ -131,6 +131,40 @@ TEST_CASE("util::SpawnSetup") {
     CHECK(wait_exit_code(*pid) == 128 + SIGUSR1);
   }
 
+  SUBCASE("detach: no descriptor of ours, its own session, and no signal blocked or ignored") {
+    // A descriptor without O_CLOEXEC, and SIGUSR1 blocked and ignored here: detach() must undo all three.
+    UniqueFd leak(::open("/dev/null", O_WRONLY));
+    REQUIRE(leak);
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    sigset_t before;
+    REQUIRE(::pthread_sigmask(SIG_BLOCK, &block, &before) == 0);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    struct sigaction previous {};
+    REQUIRE(::sigaction(SIGUSR1, &ignore, &previous) == 0);
+    // The child waits for its stdin to close, so its session can be read while it lives.
+    std::array<int, 2> ends{};
+    REQUIRE(::pipe2(ends.data(), O_CLOEXEC) == 0);
+    UniqueFd read_end(ends[0]);
+    UniqueFd write_end(ends[1]);
+    SpawnSetup setup;
+    setup.add_dup2(read_end.get(), STDIN_FILENO);
+    setup.detach();
+    // Exit 1 if the descriptor leaked; killed by SIGUSR1 only if it is neither blocked nor ignored.
+    const std::string script = "read line; if printf x 2>/dev/null >&" + std::to_string(leak.get()) +
+                               "; then exit 1; fi; kill -USR1 $$; exit 0";
+    auto pid = setup.spawn("/bin/sh", {"sh", "-c", script});
+    ::sigaction(SIGUSR1, &previous, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    REQUIRE(pid);
+    const bool own_session = ::getsid(*pid) == *pid;
+    write_end.reset();
+    CHECK(wait_exit_code(*pid) == 128 + SIGUSR1);
+    CHECK(own_session);
+  }
+
   SUBCASE("a program that cannot start is its errno") {
     SpawnSetup setup;
     auto pid = setup.spawn(dir.path() / "missing", {"missing"});
