@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # build tools
-  g++ cmake make pkg-config
+  g++ cmake make ninja-build ccache pkg-config
   # libraries (the project's whole stack)
   libboost1.81-dev libyaml-cpp-dev libcurl4-openssl-dev libssh2-1-dev libfmt-dev
   doctest-dev nlohmann-json3-dev libcli11-dev
