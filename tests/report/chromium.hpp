@@ -14,12 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <spawn.h>
+#include "process.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace specctl::test {
 
@@ -55,28 +53,21 @@ inline std::vector<std::string> chromium_base_args(const std::filesystem::path& 
 }
 
 inline ChromiumRun run_chromium(const std::vector<std::string>& args, const std::filesystem::path& output_file) {
-  posix_spawn_file_actions_t actions{};
-  posix_spawnattr_t attr{};
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  std::vector<std::string> storage = args;
-  std::vector<char*> argv;
-  for (auto& arg : storage) {
-    argv.push_back(arg.data());
+  // --user-data-dir is not all: Chromium still writes ~/.config/chromium/Crash Reports and
+  // dconf ~/.cache/dconf. HOME and the XDG folders are the profile's, so nothing reaches $HOME.
+  std::vector<std::string> env;
+  for (const auto& arg : args) {
+    if (arg.starts_with("--user-data-dir=")) {
+      const auto profile = arg.substr(std::strlen("--user-data-dir="));
+      env = {"HOME=" + profile, "XDG_CONFIG_HOME=" + profile, "XDG_CACHE_HOME=" + profile};
+    }
   }
-  argv.push_back(nullptr);
-  pid_t pid = -1;
+  // spawn() appends to its log; each run's output stands alone.
+  std::filesystem::remove(output_file);
   const auto start = std::chrono::steady_clock::now();
-  const int error = ::posix_spawn(&pid, argv.front(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (error != 0) {
-    throw std::runtime_error("cannot start " + args.front() + ": " + std::strerror(error));
+  const pid_t pid = spawn(args, output_file, env);
+  if (pid <= 0) {
+    throw std::runtime_error("cannot start " + args.front());
   }
 
   ChromiumRun run;

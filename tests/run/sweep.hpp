@@ -173,7 +173,8 @@ benchmarks:
         argv, log(),
         std::map<std::string, std::string>{
             {"PATH", std::string(SPECSIM_FAKE_GPU_BIN) + ":" + (path != nullptr ? path : "/usr/bin:/bin")},
-            {"SPECSIM_GPU_DIR", gpus().string()}});
+            {"SPECSIM_GPU_DIR", gpus().string()},
+            {"HOME", m_dir.home().string()}});
   }
 
   // Runs specctl to its end; the exit code, or -1 if it did not end in time.

@@ -99,7 +99,8 @@ benchmarks:
         argv, log(),
         std::map<std::string, std::string>{
             {"PATH", std::string(SPECSIM_FAKE_GPU_BIN) + ":" + (path != nullptr ? path : "/usr/bin:/bin")},
-            {"SPECSIM_GPU_DIR", m_gpus.path().string()}});
+            {"SPECSIM_GPU_DIR", m_gpus.path().string()},
+            {"HOME", m_dir.home().string()}});
   }
 
   std::string output() const { return st::read_file(log()); }

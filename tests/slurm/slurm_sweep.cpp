@@ -151,6 +151,7 @@ std::unique_ptr<Process> SlurmSweep::start_run(std::vector<std::string> args, Re
     // Slurm's clients would otherwise read /etc/slurm/slurm.conf, which the test never writes.
     env["SLURM_CONF"] = (m_dir.path() / "no-such-slurm.conf").string();
   }
+  env["HOME"] = m_dir.home().string();
   return std::make_unique<Process>(argv, log(), env);
 }
 

@@ -498,7 +498,7 @@ std::expected<void, std::string> JumpTopology::start_bastion() {
        << "KbdInteractiveAuthentication no\n"
        << "AllowTcpForwarding yes\n"
        << "LogLevel VERBOSE\n"
-       << "SetEnv \"SPECCTL_TEST_HOP=bastion\"\n";
+       << "SetEnv \"HOME=" << (m_dir / "home").string() << "\" \"SPECCTL_TEST_HOP=bastion\"\n"; // sshd.cpp: why
   write_file(config, text.str());
   // A configuration error shows here, not as a connection that closes at once.
   auto checked = run_program({"/usr/sbin/sshd", "-t", "-f", config.string()}, m_dir);

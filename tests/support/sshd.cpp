@@ -206,6 +206,7 @@ std::expected<void, std::string> TestSshd::prepare() {
     }
   }
   std::filesystem::copy_file(m_dir / "user_key.pub", m_dir / "authorized_keys");
+  std::filesystem::create_directory(session_home());
   return {};
 }
 
@@ -225,13 +226,15 @@ std::expected<void, std::string> TestSshd::launch(int port) {
        << "KbdInteractiveAuthentication no\n"
        << "AllowTcpForwarding yes\n"
        << "LogLevel VERBOSE\n";
-  if (!m_options.session_env.empty()) {
-    text << "SetEnv";
-    for (const auto& entry : m_options.session_env) {
-      text << " \"" << entry << "\"";
-    }
-    text << "\n";
+  // Every session's HOME is a folder of this server's own, so no shell it starts reads the
+  // real user's ~/.bashrc (pyenv, conda: seconds each, or a stale lock's 60 s) and nothing
+  // run over it writes to the real home (tests/hostile-home.sh checks both). sshd still
+  // starts sessions in the passwd entry's home; later entries of SetEnv win.
+  text << "SetEnv \"HOME=" << session_home().string() << "\"";
+  for (const auto& entry : m_options.session_env) {
+    text << " \"" << entry << "\"";
   }
+  text << "\n";
   write_file(config, text.str());
   write_file(known_hosts(), known_hosts_line());
   std::vector<std::string> argv{"/usr/sbin/sshd", "-D", "-e", "-f", config.string()};

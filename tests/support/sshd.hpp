@@ -100,6 +100,8 @@ public:
   std::filesystem::path host_key() const { return m_dir / "host_key"; }
   // A known_hosts file that trusts this server's host key for [address]:port.
   std::filesystem::path known_hosts() const { return m_dir / "known_hosts"; }
+  // HOME of every session (sshd_config SetEnv): empty, so no shell start-up runs.
+  std::filesystem::path session_home() const { return m_dir / "home"; }
   // This server's line for a known_hosts file.
   std::string known_hosts_line() const;
   std::string host_key_fingerprint() const { return fingerprint_of(m_dir / "host_key.pub"); }

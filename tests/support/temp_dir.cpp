@@ -26,4 +26,10 @@ std::string TempDir::write(const std::string& name, std::string_view text) const
   return path.string();
 }
 
+std::filesystem::path TempDir::home() const {
+  const auto path = m_path / "home";
+  std::filesystem::create_directories(path);
+  return path;
+}
+
 } // namespace specctl::test

@@ -20,6 +20,9 @@ public:
   std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
   // Writes `text` to the file `name` in the folder; returns its path. Throws std::runtime_error when it cannot.
   std::string write(const std::string& name, std::string_view text) const;
+  // A folder `home` in it, made on first use: the HOME of the specctl a test starts, so that
+  // nothing it or the system ssh writes (~/.specctl/ssh) reaches the real home.
+  std::filesystem::path home() const;
 
 private:
   std::filesystem::path m_path;
