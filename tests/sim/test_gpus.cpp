@@ -83,10 +83,12 @@ TEST_CASE("nvidia-smi before, during and after a server's life") {
   }
 
   // During the load the workers hold memory that grows until the KV cache is allocated.
+  // The port refuses first: the 1.5 s load may be over by the time two nvidia-smi have
+  // answered on a loaded machine (a sanitized nvidia-smi takes 0.3 s to start).
   REQUIRE(server.wait_log("Load weight begin"));
+  CHECK(connection_refused(server.port()));
   REQUIRE(wait_until([&] { return lines_of(gpus.nvidia_smi(k_apps_query).out).size() == 2; }, k_ready_timeout));
   const auto loading = parse_apps(gpus.nvidia_smi(k_apps_query).out);
-  CHECK(connection_refused(server.port()));
   REQUIRE(server.wait_ready());
   const auto apps = parse_apps(gpus.nvidia_smi(k_apps_query).out);
   REQUIRE(apps.size() == 2);
