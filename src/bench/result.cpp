@@ -1,5 +1,7 @@
 #include <specctl/bench/result.hpp>
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -7,6 +9,10 @@
 #include <map>
 
 namespace specctl::bench {
+
+double tpot_ms(double ttft_ms, double e2e_ms, int output_tokens) {
+  return output_tokens > 1 ? (e2e_ms - ttft_ms) / (output_tokens - 1) : std::numeric_limits<double>::quiet_NaN();
+}
 
 namespace {
 

@@ -296,7 +296,7 @@ RequestRecord Stream::take() {
   }
   r.ttft_ms = chunks.empty() ? k_nan : chunks.front().at_us / 1000.0;
   r.e2e_ms = m_any_json ? ms_between(m_origin, m_last_event) : k_nan;
-  r.tpot_ms = (!chunks.empty() && r.output_tokens > 1) ? (r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1) : k_nan;
+  r.tpot_ms = chunks.empty() ? k_nan : tpot_ms(r.ttft_ms, r.e2e_ms, r.output_tokens);
   RequestRecord out = std::move(m_record);
   m_record = RequestRecord{};
   return out;

@@ -181,8 +181,8 @@ nlohmann::ordered_json vllm_result_json(const VllmLevel& level) {
     total_input += request.input_tokens;
     total_output += request.output_tokens;
     ttfts.push_back(request.ttft_ms);
-    if (request.output_tokens > 1) {
-      tpots.push_back((request.e2e_ms - request.ttft_ms) / (request.output_tokens - 1));
+    if (double tpot = tpot_ms(request.ttft_ms, request.e2e_ms, request.output_tokens); !std::isnan(tpot)) {
+      tpots.push_back(tpot);
     }
     itls.insert(itls.end(), request.itl_ms.begin(), request.itl_ms.end());
     e2els.push_back(request.e2e_ms);

@@ -29,13 +29,20 @@ TEST_CASE("goodput: a request meets its bounds at or below each, and a failed on
     CHECK(meets_bounds(b, 100.0, 500, 10));
     CHECK_FALSE(meets_bounds(b, 100.1, 500, 10));
   }
-  SUBCASE("TPOT is (e2e - ttft) / (tokens - 1), and 0 for one token, as vLLM counts it") {
+  SUBCASE("TPOT is (e2e - ttft) / (tokens - 1); an answer of one token has none, so it meets no TPOT bound") {
     RequestBounds b{std::nullopt, 10.0, std::nullopt};
     // (1090 - 100) / 99 = 10.0
     CHECK(meets_bounds(b, 100, 1090, 100));
     // (1091 - 100) / 99 = 10.01
     CHECK_FALSE(meets_bounds(b, 100, 1091, 100));
-    CHECK(meets_bounds(b, 100, 5000, 1));
+    // vLLM counts its TPOT as 0, which met any bound: a one-token answer after 5 s was "good".
+    CHECK_FALSE(meets_bounds(b, 100, 5000, 1));
+    CHECK_FALSE(meets_bounds(b, 100, 100.5, 1));
+    CHECK_FALSE(meets_bounds(b, 100, 5000, 0));
+    // Without a TPOT bound it is judged by the others alone.
+    CHECK(meets_bounds(RequestBounds{200.0, std::nullopt, 6000.0}, 100, 5000, 1));
+    CHECK(std::isnan(tpot_ms(100, 5000, 1)));
+    CHECK(tpot_ms(100, 1090, 100) == doctest::Approx(10.0));
   }
   SUBCASE("E2E") {
     RequestBounds b{std::nullopt, std::nullopt, 2000.0};
@@ -69,7 +76,7 @@ TEST_CASE("goodput: a request meets its bounds at or below each, and a failed on
   }
 }
 
-TEST_CASE("goodput: vLLM's request_goodput counts by the same rule") {
+TEST_CASE("goodput: the vLLM-shaped file's request_goodput counts by the same rule") {
   VllmLevel level;
   level.duration_s = 2.0;
   level.goodput_ttft_ms = 100;
@@ -86,6 +93,6 @@ TEST_CASE("goodput: vLLM's request_goodput counts by the same rule") {
   add(100, 1091, 100, true); // TPOT just over
   add(101, 200, 1, true);    // TTFT just over
   add(50, 60, 1, false);     // failed
-  add(20, 5000, 1, true);    // one token: TPOT 0
-  CHECK(vllm_result_json(level)["request_goodput"].get<double>() == doctest::Approx(1.0));
+  add(20, 5000, 1, true);    // one token: no TPOT, so not within the TPOT bound
+  CHECK(vllm_result_json(level)["request_goodput"].get<double>() == doctest::Approx(0.5));
 }

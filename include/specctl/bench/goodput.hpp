@@ -20,9 +20,10 @@ struct RequestBounds {
   bool any() const { return ttft_ms || tpot_ms || e2e_ms; }
 };
 
-// Whether a completed request of these latencies met every bound. TPOT is vLLM's:
-// (e2e - ttft) / (tokens - 1), and 0 for a request of one token. A bound is met
-// when the latency is at most the bound; a latency that is not a number meets none.
+// Whether a completed request of these latencies met every bound. TPOT is tpot_ms()'s
+// (result.hpp): a request of one token has none, so it meets no TPOT bound (vLLM counts
+// it as 0). A bound is met when the latency is at most the bound; a latency that is not
+// a number meets none.
 bool meets_bounds(const RequestBounds& bounds, double ttft_ms, double e2e_ms, int output_tokens);
 
 // The records that completed and met every bound; a failed request is never good.

@@ -48,6 +48,12 @@ struct ChunkArrival {
   std::uint32_t tokens = 0;
 };
 
+// Time per output token after the first, the one TPOT of specctl (its figures, goodput,
+// SLOs, tune and the vLLM-shaped files): (e2e - ttft) / (output_tokens - 1). NaN for an
+// answer of one token or none: such a request has no TPOT, so it meets no TPOT bound and
+// is left out of TPOT's statistics. (vLLM's goodput counts it as 0, meeting any bound.)
+double tpot_ms(double ttft_ms, double e2e_ms, int output_tokens);
+
 struct RequestRecord {
   // Position in the level's schedule, and which prompt it sent.
   int index = 0;
@@ -76,7 +82,7 @@ struct RequestRecord {
   TokenSource token_source = TokenSource::usage;
   // -1 when the server did not report it.
   int prompt_tokens = -1;
-  // Send -> first content chunk; send -> last data event; (e2e - ttft) / (tokens - 1). NaN when not defined.
+  // Send -> first content chunk; send -> last data event; tpot_ms() below. NaN when not defined.
   double ttft_ms = 0;
   double e2e_ms = 0;
   double tpot_ms = 0;
