@@ -1,4 +1,6 @@
 #include <specctl/bench/prompts.hpp>
+#include <specctl/util/bounded_read.hpp>
+#include <specctl/util/size.hpp>
 #include <specctl/util/sha256.hpp>
 
 #include <specctl/util/text.hpp>
@@ -28,7 +30,16 @@ constexpr std::string_view k_words[] = {
     "moment", "air",     "teacher", "force",  "education"};
 constexpr std::size_t k_word_count = std::size(k_words);
 
+// A prompt longer than this (about a million tokens) is a mistake, not a prompt: no
+// server's context takes it, and each request would hold it in memory again.
+constexpr std::size_t k_max_prompt_bytes = 4 << 20;
+constexpr std::uint64_t k_max_prompt_file_bytes = 256ull << 20;
+
 std::expected<std::vector<std::string>, Error> read_file(const std::string& path) {
+  if (auto ok = util::check_regular_file(path, k_max_prompt_file_bytes, "a prompt file"); !ok) {
+    return std::unexpected(
+        Error(fmt::format("{}: cannot read the prompt file: {}", path, ok.error().reason), ErrorKind::bad_input));
+  }
   std::ifstream in(path);
   if (!in) {
     return std::unexpected(Error(fmt::format("{}: cannot read the prompt file", path), ErrorKind::bad_input));
@@ -40,6 +51,11 @@ std::expected<std::vector<std::string>, Error> read_file(const std::string& path
     const std::string_view text = util::trim_view(line);
     if (text.empty()) {
       continue;
+    }
+    if (text.size() > k_max_prompt_bytes) {
+      return std::unexpected(Error(fmt::format("{}:{}: a prompt of {}, more than the {} a prompt may be", path, number,
+                                               util::format_bytes(text.size()), util::format_bytes(k_max_prompt_bytes)),
+                                   ErrorKind::bad_input));
     }
     if (!jsonl) {
       prompts.emplace_back(text);

@@ -1,4 +1,5 @@
 #include <specctl/bench/workload.hpp>
+#include <specctl/util/bounded_read.hpp>
 
 #include "workload_text.hpp"
 
@@ -72,6 +73,9 @@ std::expected<FileFacts, Error> file_facts(const std::string& file, std::string_
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) {
     return std::unexpected(bad_input(fmt::format("{}: no such {} file", file, what)));
+  }
+  if (auto ok = util::check_regular_file(file, util::k_max_dataset_bytes, "a dataset"); !ok) {
+    return std::unexpected(bad_input(fmt::format("{}: cannot read the {} file: {}", file, what, ok.error().reason)));
   }
   FileFacts facts;
   facts.size = std::filesystem::file_size(file, error);

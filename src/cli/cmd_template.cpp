@@ -1,5 +1,7 @@
 #include "commands.hpp"
 
+#include <specctl/util/bounded_read.hpp>
+
 #include <specctl/server/log_replay.hpp>
 #include <specctl/server/server_template.hpp>
 #include <specctl/util/error.hpp>
@@ -46,17 +48,11 @@ std::shared_ptr<const server::ServerTemplate> load_or_throw(const std::string& n
 }
 
 std::string read_log(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw Error(fmt::format("{}: is a directory, not a log file", path), ErrorKind::bad_input);
+  auto text = util::read_regular_file(path, 1ull << 30, "a log to check");
+  if (!text) {
+    throw Error(fmt::format("{}: cannot read file: {}", path, text.error().reason), ErrorKind::bad_input);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(fmt::format("{}: cannot read file: {}", path, std::strerror(errno)), ErrorKind::bad_input);
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return std::move(*text);
 }
 
 std::string number(double value) {

@@ -1,3 +1,4 @@
+#include <specctl/bench/prompts.hpp>
 #include "layer.hpp"
 #include <specctl/experiment/workload_spec.hpp>
 
@@ -92,6 +93,16 @@ void parse_prompts(const util::YamlField& field, const std::string& experiment_d
   prompts.builtin.clear();
   if (auto file = field["file"]; file.present()) {
     prompts.file = input_file(file, experiment_dir, "prompt file");
+    // Read now: an empty or unreadable prompt file stops `validate`, not every variant's warmup.
+    std::error_code ec;
+    if (prompts.file && std::filesystem::is_regular_file(*prompts.file, ec)) {
+      bench::PromptSource source;
+      source.kind = bench::PromptKind::file;
+      source.path = *prompts.file;
+      if (auto read = bench::load_prompts(source); !read) {
+        file.error(read.error().what());
+      }
+    }
   } else {
     prompts.synthetic_input_tokens = static_cast<int>(field["input_tokens"].as_int(1, 1'000'000).value_or(1));
   }

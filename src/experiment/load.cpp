@@ -239,6 +239,13 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
   if (variants.items().empty()) {
     variants.error("the list of variants is empty");
   }
+  // Each resolved variant holds its whole server configuration: a list past the cap
+  // is refused before any is built (300,000 took 870 MB and 12 s to refuse later).
+  if (variants.items().size() > k_max_variants) {
+    variants.error(fmt::format("{} variants, more than the {} an experiment may list", variants.items().size(),
+                               k_max_variants));
+    return;
+  }
   std::map<std::string, util::Location> seen;
   // Repeats take everything from a variant that may come later in the file: resolved at the end.
   std::vector<std::pair<std::size_t, util::YamlField>> repeats;
@@ -298,6 +305,10 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
     std::string owner = fmt::format("variant \"{}\"", base_name);
 
     std::vector<Point> points = matrix.axes.empty() ? std::vector<Point>(1) : expand(matrix, item, *ctx.diag);
+    if (experiment.variants.size() + points.size() > k_max_variants) {
+      item.error(fmt::format("the variants expand to more than {} in all", k_max_variants));
+      return;
+    }
     for (const auto& point : points) {
       Layer point_layer;
       for (const auto& [axis, value] : point.values) {

@@ -1,4 +1,8 @@
 #include <specctl/experiment/workload_spec.hpp>
+#include <specctl/util/bounded_read.hpp>
+
+#include <cerrno>
+#include <cstdint>
 
 #include <specctl/util/error.hpp>
 #include <specctl/util/text.hpp>
@@ -162,9 +166,11 @@ std::optional<std::string> input_file(const util::YamlField& field, const std::s
   std::filesystem::path resolved = std::filesystem::path(*path).is_absolute()
                                        ? std::filesystem::path(*path)
                                        : std::filesystem::path(experiment_dir) / *path;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(resolved, ec)) {
-    field.error(fmt::format("{} \"{}\" does not exist", what, resolved.string()));
+  // The size is checked where the file is read, against its own kind's cap.
+  if (auto ok = util::check_regular_file(resolved, UINT64_MAX, std::string(what)); !ok) {
+    field.error(ok.error().error == ENOENT
+                    ? fmt::format("{} \"{}\" does not exist", what, resolved.string())
+                    : fmt::format("{} \"{}\": {}", what, resolved.string(), ok.error().reason));
   }
   return resolved.lexically_normal().string();
 }

@@ -1,4 +1,5 @@
 #include <specctl/report/history.hpp>
+#include <specctl/util/bounded_read.hpp>
 #include <specctl/report/results.hpp>
 
 #include <algorithm>
@@ -21,8 +22,8 @@ experiment::History read_history(const std::string& experiment, const std::files
       continue;
     }
     // Only runs of the same experiment: a sibling folder may hold anything.
-    std::ifstream in(ResultPaths{entry.path()}.run_info());
-    auto info = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    auto text = util::read_regular_file(ResultPaths{entry.path()}.run_info(), util::k_max_result_bytes, "a result file");
+    auto info = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (dig(info, {"experiment"}) == experiment) {
       runs.push_back(entry.path());
     }

@@ -1,9 +1,11 @@
 #include <specctl/report/results.hpp>
+#include <specctl/util/bounded_read.hpp>
 
 #include <specctl/report/report.hpp>
 #include <specctl/util/error.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -43,13 +45,15 @@ std::vector<const nlohmann::json*> find_levels(const nlohmann::json& benchmark, 
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path, std::string_view what) {
-  std::ifstream in(path);
-  if (!in) {
-    throw Error(fmt::format("{}: cannot read {} (is \"{}\" a specctl result folder?)", path.string(), what,
-                            path.parent_path().string()),
+  auto text = util::read_regular_file(path, util::k_max_result_bytes, "a result file");
+  if (!text) {
+    throw Error(text.error().error == ENOENT
+                    ? fmt::format("{}: cannot read {} (is \"{}\" a specctl result folder?)", path.string(), what,
+                                  path.parent_path().string())
+                    : fmt::format("{}: cannot read {}: {}", path.string(), what, text.error().reason),
                 ErrorKind::bad_input);
   }
-  auto doc = nlohmann::json::parse(in, nullptr, false);
+  auto doc = nlohmann::json::parse(*text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
     throw Error(fmt::format("{}: not valid JSON", path.string()), ErrorKind::bad_input);
   }
@@ -79,11 +83,11 @@ nlohmann::json finite_or_null(double value) {
 }
 
 std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::string& variant) {
-  std::ifstream in(paths.result(variant));
-  if (!in) {
+  auto text = util::read_regular_file(paths.result(variant), util::k_max_result_bytes, "a result file");
+  if (!text) {
     return std::nullopt;
   }
-  auto result = nlohmann::json::parse(in, nullptr, false);
+  auto result = nlohmann::json::parse(*text, nullptr, false);
   if (result.is_discarded() || !result.is_object() || dig(result, {"format"}) != k_result_format) {
     return std::nullopt;
   }
@@ -92,11 +96,14 @@ std::optional<nlohmann::json> read_result(const ResultPaths& paths, const std::s
 
 std::optional<std::string> result_damage(const ResultPaths& paths, const std::string& variant) {
   auto path = paths.result(variant);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
+  auto read = util::read_regular_file(path, util::k_max_result_bytes, "a result file");
+  if (!read) {
+    if (read.error().error == ENOENT) {
+      return std::nullopt;
+    }
+    return fmt::format("{}: damaged: {}", path.string(), read.error().reason);
   }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = std::move(*read);
   try {
     auto result = nlohmann::json::parse(text);
     if (!result.is_object() || dig(result, {"format"}) != k_result_format) {
@@ -261,9 +268,9 @@ RunData read_run(const std::filesystem::path& dir) {
                 ErrorKind::bad_input);
   }
   data.experiment = read_json_file(paths.resolved(), "experiment.json");
-  if (std::ifstream tune{dir / "tune.json"}) {
+  if (auto tune = util::read_regular_file(dir / "tune.json", util::k_max_result_bytes, "a result file")) {
     // A tuning's answer; one that cannot be read leaves the report without it.
-    auto answer = nlohmann::json::parse(tune, nullptr, false);
+    auto answer = nlohmann::json::parse(*tune, nullptr, false);
     if (answer.is_object() && answer.value("format", "") == "specctl-tune-answer") {
       data.tune = std::move(answer);
     }

@@ -1,5 +1,7 @@
 #include <specctl/run/journal.hpp>
+#include <specctl/util/bounded_read.hpp>
 
+#include <cerrno>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -20,6 +22,9 @@ bool ends_whole(const std::filesystem::path& path) {
 
 util::AppendFile open_or_throw(const std::filesystem::path& dir) {
   auto path = dir / Journal::k_file_name;
+  if (auto ok = util::check_regular_file(path, util::k_max_journal_bytes, "a journal"); !ok && ok.error().error != ENOENT) {
+    throw Error(fmt::format("{}: cannot keep the journal: {}", path.string(), ok.error().reason), ErrorKind::bad_input);
+  }
   bool torn = !ends_whole(path);
   auto file = util::AppendFile::open(path);
   if (!file) {
@@ -66,6 +71,10 @@ void Journal::record(std::string_view event, nlohmann::json fields) {
 std::vector<nlohmann::json> read_journal(const std::filesystem::path& dir, int* torn) {
   std::vector<nlohmann::json> entries;
   int skipped = 0;
+  // Not a regular file, or past the cap: no entries (opening the journal to write says why).
+  if (!util::check_regular_file(dir / Journal::k_file_name, util::k_max_journal_bytes, "a journal")) {
+    return entries;
+  }
   std::ifstream in(dir / Journal::k_file_name);
   std::string line;
   while (std::getline(in, line)) {

@@ -285,13 +285,6 @@ void read_log(const util::YamlField& field, LogPatterns& log) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 bool is_template_path(const std::string& name_or_path) {
   return name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml");
 }
@@ -353,7 +346,8 @@ std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
   }
   std::string shown = display_path(*file);
   std::size_t errors_before = diag.error_count();
-  YAML::Node root = util::load_yaml_file(*file, shown, diag);
+  std::string text;
+  YAML::Node root = util::load_yaml_file(*file, shown, diag, &text);
   if (!root.IsDefined()) {
     return nullptr;
   }
@@ -379,7 +373,7 @@ std::shared_ptr<ServerTemplate> load_recursive(const std::string& name_or_path,
     tmpl = std::make_shared<ServerTemplate>();
   }
   tmpl->file = shown;
-  tmpl->content_hash = util::fingerprint(tmpl->content_hash + read_text(*file));
+  tmpl->content_hash = util::fingerprint(tmpl->content_hash + text);
   if (auto name = top["name"]; name.present()) {
     tmpl->name = name.as_string().value_or("");
   } else {

@@ -8,6 +8,8 @@ namespace specctl::util {
 
 namespace {
 
+constexpr double k_max_duration_ms = 30.0 * 86'400'000;
+
 std::string duration_error(std::string_view text) {
   return fmt::format("invalid duration \"{}\" (write it like 90s, 15m, 1h30m or 500ms)", text);
 }
@@ -66,8 +68,13 @@ std::expected<Duration, std::string> parse_duration(std::string_view text) {
     total_ms += value * factor;
     any = true;
   }
-  if (!std::isfinite(total_ms) || total_ms > 1e15) {
+  if (!std::isfinite(total_ms)) {
     return std::unexpected(duration_error(text));
+  }
+  // A deadline of steady_clock::now() + the duration must not wrap around, and no wait of
+  // specctl's is meant to outlast a month: past that it is a typo (3000000h for 300h?).
+  if (total_ms > k_max_duration_ms) {
+    return std::unexpected(fmt::format("duration \"{}\" is longer than 30 days, the longest specctl accepts", text));
   }
   return Duration(static_cast<Duration::rep>(std::llround(total_ms)));
 }

@@ -1,4 +1,5 @@
 #include <specctl/util/yaml_field.hpp>
+#include <specctl/util/bounded_read.hpp>
 
 #include <specctl/util/parse.hpp>
 #include <specctl/util/size.hpp>
@@ -42,6 +43,50 @@ std::string quoted_value(const YAML::Node& node) {
   return fmt::format("\"{}\"", escaped);
 }
 
+// Walks the document once, as its readers will: an alias is followed wherever it is
+// used, so a document whose expansion is far larger than its text (a billion laughs,
+// one long string aliased a thousand times) is refused before anything copies it. A
+// NUL byte in a key or value ("\0") is refused where it stands: no command line, file
+// name or environment can hold one.
+constexpr std::size_t k_max_expanded_nodes = 1'000'000;
+constexpr std::size_t k_max_expanded_bytes = 64 << 20;
+
+bool check_expansion(const YAML::Node& root, const std::string& file, Diagnostics& diag) {
+  std::vector<YAML::Node> todo{root};
+  std::size_t nodes = 0;
+  std::size_t bytes = 0;
+  while (!todo.empty()) {
+    YAML::Node node = todo.back();
+    todo.pop_back();
+    if (++nodes > k_max_expanded_nodes || bytes > k_max_expanded_bytes) {
+      diag.error(location_of(node.Mark(), file),
+                 fmt::format("the document expands to more than {} values or {} (its aliases repeat what they "
+                             "name): refused",
+                             k_max_expanded_nodes, format_bytes(k_max_expanded_bytes)));
+      return false;
+    }
+    if (node.IsScalar()) {
+      const std::string& scalar = node.Scalar();
+      bytes += scalar.size();
+      if (scalar.find('\0') != std::string::npos) {
+        diag.error(location_of(node.Mark(), file), "a NUL byte (\\0) in a value: no command line, file name or "
+                                                    "environment can hold one");
+        return false;
+      }
+    } else if (node.IsSequence()) {
+      for (const auto& item : node) {
+        todo.push_back(item);
+      }
+    } else if (node.IsMap()) {
+      for (const auto& entry : node) {
+        todo.push_back(entry.first);
+        todo.push_back(entry.second);
+      }
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 Location location_of(const YAML::Mark& mark, const std::string& file, const Location& fallback) {
@@ -53,23 +98,12 @@ Location location_of(const YAML::Mark& mark, const std::string& file, const Loca
 
 YAML::Node load_yaml_file(const std::string& path, const std::string& display_name, Diagnostics& diag,
                           std::string* text_out) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    diag.error(Location{display_name}, "cannot read file: it is a directory");
+  auto read = read_regular_file(path, k_max_yaml_bytes, "a YAML file of specctl's");
+  if (!read) {
+    diag.error(Location{display_name}, fmt::format("cannot read file: {}", read.error().reason));
     return YAML::Node(YAML::NodeType::Undefined);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diag.error(Location{display_name}, fmt::format("cannot read file: {}", std::strerror(errno)));
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) {
-    diag.error(Location{display_name}, "cannot read file: read error (is it a directory?)");
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-  std::string text = content.str();
+  std::string text = std::move(*read);
   if (text_out != nullptr) {
     *text_out = text;
   }
@@ -93,6 +127,9 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& display_na
     YAML::Node root = YAML::Load(text);
     if (!root.IsDefined() || root.IsNull()) {
       diag.error(Location{display_name}, "the file is empty");
+      return YAML::Node(YAML::NodeType::Undefined);
+    }
+    if (!check_expansion(root, display_name, diag)) {
       return YAML::Node(YAML::NodeType::Undefined);
     }
     return root;

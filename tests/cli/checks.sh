@@ -6,11 +6,12 @@ failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect NAME CODE COMMAND...: runs COMMAND (bounded by timeout), stores stdout/stderr, checks the exit code.
+# expect NAME CODE COMMAND...: runs COMMAND (bounded by timeout, 30 s unless the suite
+# sets check_timeout), stores stdout/stderr, checks the exit code.
 expect() {
   local name="$1" code="$2"
   shift 2
-  timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"
+  timeout "${check_timeout:-30}" "$@" >"$tmp/out" 2>"$tmp/err"
   local got=$?
   if [[ $got -ne $code ]]; then
     echo "FAIL $name: exit $got, expected $code"; sed 's/^/  stdout: /' "$tmp/out" | tail -5; sed 's/^/  stderr: /' "$tmp/err" | head -5

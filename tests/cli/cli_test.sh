@@ -36,7 +36,10 @@ expect validate-missing 2 "$specctl" validate no-such-file.yaml
 same validate-missing-err "$tmp/err" "no-such-file.yaml: cannot read file: No such file or directory"
 
 expect validate-devnull 2 "$specctl" validate /dev/null
-same validate-devnull-err "$tmp/err" "/dev/null: the file is empty"
+same validate-devnull-err "$tmp/err" "/dev/null: cannot read file: it is a device, not a file"
+: >"$tmp/empty.yaml"
+expect validate-empty 2 "$specctl" validate "$tmp/empty.yaml"
+same validate-empty-err "$tmp/err" "$tmp/empty.yaml: the file is empty"
 
 # Random bytes must give an error, never a crash or a hang.
 for i in 1 2 3 4 5; do

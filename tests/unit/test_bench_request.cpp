@@ -127,7 +127,7 @@ TEST_CASE("prompt sources") {
   SUBCASE("missing and empty files") {
     auto missing = load_prompts(*parse_prompt_source((dir / "nope.txt").string()));
     REQUIRE_FALSE(missing);
-    CHECK(std::string(missing.error().what()).ends_with("nope.txt: cannot read the prompt file"));
+    CHECK(std::string(missing.error().what()).ends_with("nope.txt: cannot read the prompt file: No such file or directory"));
     std::ofstream(dir / "empty.txt") << "\n\n";
     auto empty = load_prompts(*parse_prompt_source((dir / "empty.txt").string()));
     REQUIRE_FALSE(empty);
