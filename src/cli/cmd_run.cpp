@@ -34,8 +34,10 @@ int run(const RunArgs& args) {
   // The comparison goes to stdout (progress went to stderr), so it can be piped or kept.
   std::cout << outcome.summary << std::flush;
   if (outcome.interrupted) {
-    std::cerr << fmt::format("specctl: interrupted; the running servers were torn down. Continue with: specctl run {} --resume {}\n",
-                             args.file, outcome.dir.string());
+    std::string by = outcome.stop_signal != 0 ? " by " + run::stop_signal_text(outcome.stop_signal) : "";
+    std::cerr << fmt::format(
+        "specctl: interrupted{}; the running servers were torn down. Continue with: specctl run {} --resume {}\n", by,
+        args.file, outcome.dir.string());
   }
   return outcome.exit_code();
 }

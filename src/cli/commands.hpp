@@ -46,10 +46,12 @@ std::optional<experiment::Experiment> load_or_report(const std::string& path, bo
 // Adds --ssh TRANSPORT.
 void add_ssh_flag(CLI::App& command, std::string& ssh);
 
-// Ctrl-C and SIGTERM set the flag stop_flag() returns: the first asks a run to
-// stop (servers torn down, results kept), a second exits at once.
+// Ctrl-C, SIGTERM and SIGHUP set the flag stop_flag() returns: the first asks a run
+// to stop (servers torn down, results kept), a second Ctrl-C or SIGTERM exits at once.
+// stop_signal() says which signal it was.
 void install_stop_handlers();
 const std::atomic<bool>* stop_flag();
+const std::atomic<int>* stop_signal();
 
 // Directory holding the running specctl binary (specsim lives beside it).
 std::string own_bindir();

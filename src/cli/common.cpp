@@ -17,10 +17,18 @@ namespace specctl::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
 
-// The first Ctrl-C (or SIGTERM) asks the run to stop: the running server is
-// torn down and the results so far are written. A second one exits at once.
-extern "C" void on_signal(int) {
+// The first Ctrl-C, SIGTERM or SIGHUP (the terminal or the SSH session running
+// specctl closed, overnight) asks the run to stop: the running server is torn down
+// and the results so far are written. A second Ctrl-C or SIGTERM exits at once; a
+// second SIGHUP does not (a closing session may send more than one).
+extern "C" void on_signal(int signal) {
+  if (signal == SIGHUP && g_stop.load()) {
+    return;
+  }
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, signal);
   if (g_stop.exchange(true)) {
     constexpr char k_message[] = "\nspecctl: forced exit; the server may still be running\n";
     [[maybe_unused]] auto n = ::write(STDERR_FILENO, k_message, sizeof k_message - 1);
@@ -36,12 +44,17 @@ const std::atomic<bool>* stop_flag() {
   return &g_stop;
 }
 
+const std::atomic<int>* stop_signal() {
+  return &g_stop_signal;
+}
+
 void install_stop_handlers() {
   struct sigaction action {};
   action.sa_handler = &on_signal;
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGHUP, &action, nullptr);
   // A closed tunnel or pipe must be an error where it happens, not the end of the run.
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -118,6 +131,7 @@ run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment&
     options.state_dir = flags.state_dir;
   }
   options.stop = stop_flag();
+  options.stop_signal = stop_signal();
   install_stop_handlers();
   return options;
 }

@@ -37,7 +37,7 @@ constexpr std::array k_commands = {
 };
 
 constexpr const char* k_footer = R"(Exit codes: 0 ok, 1 a run finished with failures or missed expectations,
-2 bad input, 130 interrupted.)";
+2 bad input, 129 interrupted by SIGHUP (the terminal closed), 130 interrupted.)";
 
 } // namespace
 

@@ -21,7 +21,8 @@ bool valid_env_name(const std::string& name) {
 
 const std::vector<std::string>& server_keys() {
   static const std::vector<std::string> keys = {"template", "host",   "model", "port",    "listen",        "knobs",
-                                                "args",     "env",    "gpus",  "health",  "cleanup",       "warmup_timeout"};
+                                                "args",     "env",    "gpus",  "health",  "cleanup",       "warmup_timeout",
+                                                "log_keep"};
   return keys;
 }
 

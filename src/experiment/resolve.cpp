@@ -189,6 +189,15 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
   if (const auto* field = find(layer, "warmup_timeout")) {
     config.warmup_timeout = field->as_duration().value_or(config.warmup_timeout);
   }
+  if (const auto* field = find(layer, "log_keep")) {
+    if (auto mib = field->as_size_mib()) {
+      if (*mib < 2) {
+        field->error("log_keep: keep at least 2MiB of the server log (its first MiB and some of its end)");
+      } else {
+        config.log_keep_mib = *mib;
+      }
+    }
+  }
 
   // Environment, then CUDA_VISIBLE_DEVICES from `gpus`.
   for (const auto& [key, entry] : layer) {

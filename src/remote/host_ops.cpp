@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <fmt/format.h>
+#include <set>
 #include <sstream>
 
 namespace specctl::remote {
@@ -199,9 +200,11 @@ std::expected<std::string, Error> tag_of(Host& host, int pid) {
 
 std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string& tag) {
   std::string needle = std::string(k_tag_variable) + "=" + tag;
+  // One grep over every environment (-z: NUL-separated entries, -x: the whole entry), not
+  // two processes per pid: a GPU node runs thousands, and teardown asks this in a loop.
+  // -s: a process that ended since the glob is no error; no match is no error either.
   std::string line = fmt::format(
-      "for p in /proc/[0-9]*; do if tr '\\0' '\\n' 2>/dev/null < \"$p/environ\" | grep -qxF {}; then "
-      "echo \"${{p#/proc/}}\"; fi; done",
+      "{{ grep -lszxF -e {} /proc/[0-9]*/environ || :; }} | sed -n 's,^/proc/\\([0-9]*\\)/environ$,\\1,p'",
       shell_quote(needle));
   auto result = run_checked(host, line, "looking for tagged processes");
   if (!result) {
@@ -244,18 +247,42 @@ std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const st
   return out;
 }
 
-std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
-  // Listening sockets (state 0A) on the port, then the processes holding those inodes.
+std::expected<std::vector<PortSocket>, Error> port_sockets(Host& host, int port) {
+  // Listening sockets (state 0A) on the port, then the processes holding each inode.
   std::string line = fmt::format(
       "inodes=$(awk 'NR>1 && $4==\"0A\" {{ split($2,a,\":\"); if (a[2]==\"{:04X}\") print $10 }}' "
       "/proc/net/tcp /proc/net/tcp6 2>/dev/null); "
-      "for i in $inodes; do find /proc/[0-9]*/fd -lname \"socket:\\[$i\\]\" 2>/dev/null; done | cut -d/ -f3 | sort -un",
+      "for i in $inodes; do echo \"inode $i\"; "
+      "find /proc/[0-9]*/fd -lname \"socket:\\[$i\\]\" 2>/dev/null | cut -d/ -f3 | sort -un; done",
       port);
   auto result = run_checked(host, line, "looking for the port's holder");
   if (!result) {
     return std::unexpected(result.error());
   }
-  return parse_pids(result->out);
+  std::vector<PortSocket> out;
+  std::istringstream in(result->out);
+  std::string row;
+  while (std::getline(in, row)) {
+    if (row.starts_with("inode ")) {
+      out.push_back(PortSocket{row.substr(6), {}});
+    } else if (!out.empty()) {
+      auto pids = parse_pids(row);
+      out.back().pids.insert(out.back().pids.end(), pids.begin(), pids.end());
+    }
+  }
+  return out;
+}
+
+std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
+  auto sockets = port_sockets(host, port);
+  if (!sockets) {
+    return std::unexpected(sockets.error());
+  }
+  std::set<int> pids;
+  for (const auto& socket : *sockets) {
+    pids.insert(socket.pids.begin(), socket.pids.end());
+  }
+  return std::vector<int>(pids.begin(), pids.end());
 }
 
 std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content) {
@@ -274,27 +301,6 @@ std::expected<void, Error> put_file(Host& host, const std::string& remote_path, 
         Error(fmt::format("{}: cannot write {}: {}", host.describe(), remote_path, util::first_line(result->err))));
   }
   return {};
-}
-
-std::expected<std::string, Error> fetch_file(Host& host, const std::string& remote_path) {
-  constexpr util::Duration k_copy_timeout = std::chrono::minutes{5};
-  auto result = host.exec(fmt::format("cat {}", shell_quote(remote_path)), k_copy_timeout);
-  if (!result) {
-    return std::unexpected(result.error());
-  }
-  if (result->timed_out || result->exit_code != 0) {
-    return std::unexpected(Error(fmt::format("{}: cannot copy {}: {}", host.describe(), remote_path,
-                                             result->timed_out ? "timed out" : util::first_line(result->err))));
-  }
-  return std::move(result->out);
-}
-
-std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path) {
-  auto content = fetch_file(host, remote_path);
-  if (!content) {
-    return std::unexpected(content.error());
-  }
-  return util::write_file_atomic(local_path, *content);
 }
 
 std::expected<HostFacts, Error> host_facts(Host& host) {

@@ -1,5 +1,6 @@
 #include <specctl/run/runner.hpp>
 
+#include "folder_owner.hpp"
 #include "run_context.hpp"
 
 #include <specctl/experiment/plan.hpp>
@@ -9,6 +10,7 @@
 #include <specctl/run/journal.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/atomic_file.hpp>
+#include <specctl/util/bounded_read.hpp>
 #include <specctl/util/size.hpp>
 #include <specctl/util/text.hpp>
 
@@ -16,6 +18,8 @@
 #include <cmath>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <set>
@@ -69,10 +73,11 @@ void mkdirs_or_throw(const std::filesystem::path& dir) {
 }
 
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  auto text = util::read_regular_file(path, util::k_max_yaml_bytes, "a YAML file of specctl's");
+  if (!text) {
+    throw Error(fmt::format("{}: cannot read: {}", path.string(), text.error().reason), ErrorKind::bad_input);
+  }
+  return std::move(*text);
 }
 
 // Servers an earlier, killed run started and never tore down: stopped by tag
@@ -159,11 +164,19 @@ std::string write_failure_text(const report::ResultPaths& paths, const std::vect
     needs += finished_bytes / static_cast<std::uint64_t>(finished) * static_cast<std::uint64_t>(left);
   }
   auto free = util::free_bytes(paths.dir);
+  auto inodes = util::free_inodes(paths.dir);
+  std::string room;
+  if (inodes && *inodes == 0) {
+    // Bytes to spare say nothing when no file can be made.
+    room = fmt::format(" (no free inode now: its file system can make no new file{})",
+                       free ? fmt::format(", though {} are free", util::format_bytes(*free)) : "");
+  } else if (free) {
+    room = fmt::format(" ({} free now)", util::format_bytes(*free));
+  }
   return fmt::format("{}; the run stopped launching variants and kept every file it wrote in {} ({} of {} variants "
                      "complete); it needs about {} more to finish{}, then: specctl run --resume {}",
                      failures.first()->what(), paths.dir.string(), finished, variants.size(),
-                     util::format_bytes(std::max<std::uint64_t>(needs, 1)),
-                     free ? fmt::format(" ({} free now)", util::format_bytes(*free)) : "", paths.dir.string());
+                     util::format_bytes(std::max<std::uint64_t>(needs, 1)), room, paths.dir.string());
 }
 
 // A benchmark of an earlier attempt with more failed requests than the experiment allows: measured again.
@@ -192,8 +205,8 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
     journal.record("result_damaged", {{"variant", name}, {"damage", *damage}, {"moved_to", ec ? "" : aside.string()}});
     return std::nullopt;
   }
-  std::ifstream in(paths.result(name));
-  auto kept = in ? ordered::parse(in, nullptr, false) : ordered();
+  auto text = util::read_regular_file(paths.result(name), util::k_max_result_bytes, "a result file");
+  auto kept = text ? ordered::parse(*text, nullptr, false) : ordered();
   if (!kept.is_object()) {
     return std::nullopt;
   }
@@ -277,12 +290,25 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
 
 } // namespace
 
+std::string stop_signal_text(int signal) {
+  switch (signal) {
+  case SIGHUP:
+    return "SIGHUP: the terminal or SSH session that ran specctl closed";
+  case SIGINT:
+    return "SIGINT (Ctrl-C)";
+  case SIGTERM:
+    return "SIGTERM";
+  default:
+    return fmt::format("signal {}", signal);
+  }
+}
+
 int RunOutcome::exit_code() const {
   if (write_error) {
     return k_exit_failures;
   }
   if (interrupted) {
-    return k_exit_interrupted;
+    return stop_signal == SIGHUP ? k_exit_hangup : k_exit_interrupted;
   }
   return failed > 0 || missed_expectations > 0 ? k_exit_failures : k_exit_ok;
 }
@@ -314,12 +340,19 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
                 ErrorKind::bad_input);
   }
 
+  auto owner = server::RunOwner::this_process(experiment.name, std::filesystem::absolute(options.out_dir).string());
+  // Before anything in the folder is read or written: a live run writing it is never joined.
+  auto ownership = detail::FolderOwnership::take(options.out_dir, owner.describe(), !options.resume);
+  if (!ownership) {
+    throw ownership.error();
+  }
   std::error_code ec;
   if (options.resume) {
-    std::ifstream in(paths.run_info());
-    auto earlier = in ? json::parse(in, nullptr, false) : json();
+    auto text = util::read_regular_file(paths.run_info(), util::k_max_result_bytes, "a result file");
+    auto earlier = text ? json::parse(*text, nullptr, false) : json();
     if (!earlier.is_object()) {
-      throw Error(fmt::format("{}: no run to resume here (no readable run.json)", options.out_dir.string()),
+      throw Error(fmt::format("{}: no run to resume here ({})", options.out_dir.string(),
+                              text ? "run.json is not a JSON object" : "run.json: " + text.error().reason),
                   ErrorKind::bad_input);
     }
     std::string hash = earlier.value("content_hash", "");
@@ -400,7 +433,6 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   detail::SlurmLogins logins(pool);
   auto journaled = detail::journaled_slurm_jobs(earlier_entries);
   std::map<std::string, ordered> measured;
-  auto owner = server::RunOwner::this_process(experiment.name, std::filesystem::absolute(options.out_dir).string());
   detail::VariantContext shared{experiment, options,  paths, journal, display, pool, provenance, logins, failures,
                                 owner,      options.resume ? &journaled : nullptr, &measured};
   auto adoptable = options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
@@ -467,8 +499,15 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     outcome.write_error = write_failure_text(paths, outcome.variants, failures);
     display.message("", Severity::error, *outcome.write_error);
   }
-  journal.record("run_finished", {{"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept},
-                                  {"interrupted", outcome.interrupted}});
+  json finished = {{"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept},
+                   {"interrupted", outcome.interrupted}};
+  if (outcome.interrupted && options.stop_signal != nullptr && options.stop_signal->load() != 0) {
+    outcome.stop_signal = options.stop_signal->load();
+    // Said where it lasts: after a SIGHUP the terminal that would have shown it is gone.
+    finished["stopped_by"] = stop_signal_text(outcome.stop_signal);
+    display.message("", Severity::warning, fmt::format("stopped by {}", stop_signal_text(outcome.stop_signal)));
+  }
+  journal.record("run_finished", finished);
   display.run_finished(fmt::format("results: {}\n", options.out_dir.string()));
   return outcome;
 }

@@ -8,6 +8,10 @@
 #include <specctl/report/report.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/run/tuning.hpp>
+
+#include <specctl/server/lifecycle.hpp>
+
+#include "folder_owner.hpp"
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
@@ -175,6 +179,13 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
   report::ResultPaths paths{options.run.out_dir};
   TuneOutcome out;
   out.dir = options.run.out_dir;
+  // Held through every trial (each a run into the same folder, which takes it again).
+  auto ownership = detail::FolderOwnership::take(
+      out.dir, server::RunOwner::this_process(experiment.name, std::filesystem::absolute(out.dir).string()).describe(),
+      !options.run.resume);
+  if (!ownership) {
+    throw ownership.error();
+  }
   std::error_code ec;
   bool started = std::filesystem::exists(paths.run_info(), ec);
   if (options.run.resume && !started) {

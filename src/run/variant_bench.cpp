@@ -240,6 +240,7 @@ void VariantRun::run_warmup() {
   }
   const auto* first = m_s.experiment.find_benchmark(m_variant.benchmarks.front());
   begin("warmup");
+  check_port_is_ours();
   experiment::BenchmarkSpec spec =
       first != nullptr && first->kind != experiment::BenchmarkKind::command ? *first : experiment::BenchmarkSpec{};
   spec.max_tokens = std::min(spec.max_tokens, k_warmup_tokens);
@@ -341,6 +342,7 @@ void VariantRun::write_requests(const std::string& benchmark, const std::string&
 
 void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   begin("bench " + spec.name);
+  check_port_is_ours();
   ordered entry;
   entry["kind"] = report::benchmark_kind_name(spec.kind);
   entry["spec"] = spec.describe();

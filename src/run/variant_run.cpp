@@ -1,5 +1,7 @@
 #include "variant_run.hpp"
 
+#include <specctl/util/size.hpp>
+
 #include <specctl/remote/host_ops.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/server/render.hpp>
@@ -81,6 +83,7 @@ ordered VariantRun::run(bool& transient) {
     stop_telemetry();
     tear_down();
   }
+  release_claims();
   copy_log();
   // Every benchmark measured is a complete result: a Ctrl-C during the teardown does not undo it.
   if (failure) {
@@ -132,21 +135,24 @@ void VariantRun::execute() {
   check_stop();
 
   begin("cleanup");
+  // Chosen now: the claim on the host names the server it is for.
+  std::string tag =
+      fmt::format("{}-{}-{}", m_variant.name,
+                  fmt::format("{:%Y%m%d%H%M%S}",
+                              fmt::localtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()))),
+                  random_suffix());
   server::CleanupOptions cleanup_options;
+  cleanup_options.tag = tag;
   cleanup_options.state_dir = m_state_dir;
   cleanup_options.owner = m_s.owner;
   cleanup_options.cancel = m_s.options.stop;
+  m_claimed = true;
   auto cleanup = must(server::cleanup_before_launch(*m_host, m_config, cleanup_options, *m_reporter), "cleanup");
   m_result.doc()["cleanup"] = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
   end({{"actions", cleanup.actions}});
   check_stop();
 
   begin("launch");
-  std::string tag =
-      fmt::format("{}-{}-{}", m_variant.name,
-                  fmt::format("{:%Y%m%d%H%M%S}",
-                              fmt::localtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()))),
-                  random_suffix());
   m_s.journal.record(
       "launching",
       {{"variant", m_variant.name}, {"host", m_node}, {"tag", tag}, {"state_dir", m_state_dir}});
@@ -338,15 +344,41 @@ void VariantRun::tear_down() {
                                         {"ok", !last}});
 }
 
+void VariantRun::release_claims() {
+  if (!m_claimed) {
+    return;
+  }
+  auto host = m_host != nullptr ? std::expected<remote::Host*, Error>(m_host) : m_s.pool.get(m_node);
+  if (!host) {
+    return;
+  }
+  if (auto released = server::release_claims(**host, m_config, m_state_dir, m_s.owner); !released) {
+    warn(fmt::format("could not give back this run's claim on the port (it lapses when the run ends): {}",
+                     released.error().what()));
+  }
+}
+
+void VariantRun::check_port_is_ours() {
+  auto checked = must(server::check_port_is_ours(*m_host, *m_server, m_config.port), m_phase);
+  if (!checked.empty() && !m_port_unverified_said) {
+    warn(checked);
+    m_port_unverified_said = true;
+  }
+}
+
 void VariantRun::copy_log() {
   if (!m_server || m_host == nullptr) {
     return;
   }
-  auto log = remote::fetch_file(*m_host, m_server->files.log());
-  if (!log) {
-    warn(fmt::format("could not copy the server log back: {}", log.error().what()));
-  } else if (!m_s.failures.write(m_s.paths.server_log(m_variant.name), *log)) {
-    warn(fmt::format("could not keep the server log: {}", m_s.failures.first()->what()));
+  auto copied = remote::copy_back(*m_host, m_server->files.log(), m_s.paths.server_log(m_variant.name).string(),
+                                  m_config.log_keep_mib * 1024 * 1024, &m_s.failures);
+  if (!copied) {
+    warn(fmt::format("could not copy the server log back: {}", copied.error().what()));
+  } else if (copied->cut > 0) {
+    warn(fmt::format("the server log was {}: the copy keeps its first {} and its last {} (log_keep: {}MiB)",
+                     util::format_bytes(copied->size), util::format_bytes(remote::k_copy_head_bytes),
+                     util::format_bytes(m_config.log_keep_mib * 1024 * 1024 - remote::k_copy_head_bytes),
+                     m_config.log_keep_mib));
   }
 }
 

@@ -65,6 +65,9 @@ private:
   void record_provenance();
   void render_for_version(const std::string& version);
   void tear_down();
+  void release_claims();
+  // Before each benchmark: every socket on the server's port is the server's own.
+  void check_port_is_ours();
   void copy_log();
   void warn(const std::string& text);
   [[noreturn]] void server_died(const ServerWatch::Death& death, const std::string& what);
@@ -137,6 +140,9 @@ private:
   report::ResultWriter m_result;
   remote::Host* m_host = nullptr;
   std::optional<server::RunningServer> m_server;
+  // Whether the cleanup may have claimed the host's port and GPUs for this run.
+  bool m_claimed = false;
+  bool m_port_unverified_said = false;
   std::optional<bench::Target> m_target;
   std::optional<BenchClient> m_client;
   std::optional<TelemetrySampler> m_telemetry;

@@ -146,10 +146,21 @@ bool allowed(const std::vector<std::string>& allow, const ComputeApp& app, const
 // The servers of live runs on the host, by tag. A tag not known yet (a server that
 // another run launched after the list was read) is looked up when it is met: its
 // record is written before its first process starts.
+// How often a long wait touches this run's claims: well within k_owner_heartbeat_stale.
+constexpr util::Duration k_claim_touch = std::chrono::seconds{30};
+
 class LiveRuns {
 public:
   LiveRuns(std::string state_dir, RunOwner asking) : m_state_dir(std::move(state_dir)), m_asking(std::move(asking)) {}
   void add(const std::string& tag) { m_live.insert(tag); }
+  // Called in every wait: this run's claims stay fresh for runs on other machines.
+  void keep_claims(remote::Host& host) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - m_touched >= k_claim_touch) {
+      detail::touch_claims(host, m_state_dir, m_asking);
+      m_touched = now;
+    }
+  }
   // Every server recorded on the host when the live ones were last listed.
   std::vector<EarlierServer> records;
   std::expected<bool, Error> contains(remote::Host& host, const std::string& tag) {
@@ -173,6 +184,7 @@ private:
   RunOwner m_asking;
   std::set<std::string> m_live;
   std::set<std::string> m_not_live;
+  std::chrono::steady_clock::time_point m_touched = std::chrono::steady_clock::now();
 };
 
 // Servers of live runs that the new server would meet: nothing is touched; the
@@ -364,6 +376,7 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
     auto deadline = std::chrono::steady_clock::now() + cleanup.timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       detail::sleep_for(detail::k_gpu_poll);
+      live.keep_claims(host);
       auto again = query_gpus(host, config.gpus);
       if (!again) {
         return std::unexpected(again.error());
@@ -480,6 +493,7 @@ std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfi
           ErrorKind::timed_out));
     }
     detail::sleep_for(detail::k_gpu_poll);
+    live.keep_claims(host);
   }
 }
 
@@ -539,6 +553,11 @@ std::expected<CleanupReport, Error> cleanup_before_launch(remote::Host& host, co
   auto state_dir = detail::resolve_state_dir(host, options.state_dir);
   if (!state_dir) {
     return std::unexpected(state_dir.error());
+  }
+  if (!options.dry_run) {
+    if (auto claimed = detail::claim_host(host, config, *state_dir, options, report); !claimed) {
+      return std::unexpected(claimed.error());
+    }
   }
   auto live = respect_live_runs(host, config, *state_dir, options, report);
   if (!live) {

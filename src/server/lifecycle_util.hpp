@@ -51,6 +51,14 @@ std::string start_ticks_of(int pid);
 // ran elsewhere (its heartbeat on the host says then).
 std::optional<bool> alive_here(const RunOwner& owner);
 
+// Claims the port and the GPUs of `config` for the run asking (claim.cpp): another
+// live run's claim makes the host busy (cleanup.busy: fail, or wait for it).
+std::expected<void, Error> claim_host(remote::Host& host, const ServerConfig& config, const std::string& state_dir,
+                                      const CleanupOptions& options, CleanupReport& report);
+// Keeps this run's claims fresh through a long wait (a run on another machine is
+// judged by their age).
+void touch_claims(remote::Host& host, const std::string& state_dir, const RunOwner& owner);
+
 // Sleeps in small steps; true when `cancel` was set meanwhile.
 bool sleep_for(util::Duration duration, const std::atomic<bool>* cancel = nullptr);
 

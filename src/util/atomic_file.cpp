@@ -151,4 +151,13 @@ std::optional<std::uint64_t> free_bytes(const std::filesystem::path& path) {
   return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
 }
 
+std::optional<std::uint64_t> free_inodes(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  // f_files 0: the file system does not count inodes (btrfs), so none can run out.
+  if (::statvfs(path.c_str(), &fs) != 0 || fs.f_files == 0) {
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(fs.f_favail);
+}
+
 } // namespace specctl::util

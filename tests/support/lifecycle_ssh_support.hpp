@@ -59,11 +59,12 @@ template <typename T> std::string error_text(const std::expected<T, Error>& resu
 // `gpu_dir`, on `port`, with `knobs` (more flow-mapping entries) and `extra` (more
 // lines of the `server` block).
 inline server::ServerConfig specsim_config(const std::filesystem::path& dir, const std::filesystem::path& gpu_dir,
-                                           int port, const std::string& knobs, const std::string& extra = "") {
+                                           int port, const std::string& knobs, const std::string& extra = "",
+                                           const std::string& tmpl = "specsim") {
   auto file = dir / "experiment.yaml";
   std::ofstream(file) << fmt::format(R"(name: life
 server:
-  template: specsim
+  template: {}
   model: /models/sim
   port: {}
   knobs: {{tp: 2, sim_gpu_dir: {}, {}}}
@@ -73,7 +74,7 @@ server:
 variants: [{{name: v}}]
 benchmarks: [{{name: s, kind: single_stream}}]
 )",
-                                     port, gpu_dir.string(), knobs, extra);
+                                     tmpl, port, gpu_dir.string(), knobs, extra);
   util::Diagnostics diag;
   auto e = experiment::load_experiment(file.string(), diag);
   for (const auto& d : diag.items()) {

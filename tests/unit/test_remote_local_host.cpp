@@ -11,9 +11,11 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace specctl::remote;
@@ -148,6 +150,46 @@ TEST_CASE("port holders") {
   REQUIRE(holders);
   CHECK(*holders == std::vector<int>{getpid()});
   CHECK(port_holders(host, port).value().empty());
+}
+
+TEST_CASE("copy back: a 1 GiB log comes back in bounded memory, cut to log_keep with a line saying what was cut") {
+  LocalHost host;
+  TempDir dir;
+  auto source = dir / "server.log";
+  {
+    std::ofstream out(source, std::ios::binary);
+    out << "first line of the load\n";
+  }
+  // Sparse: a gigabyte of log without a gigabyte of disk, then its last line.
+  fs::resize_file(source, 1ull << 30);
+  {
+    std::ofstream out(source, std::ios::binary | std::ios::app);
+    out << "\nthe last line\n";
+  }
+  auto target = dir / "copy.log";
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  auto copied = copy_back(host, source.string(), target.string(), 8ull << 20);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  REQUIRE_MESSAGE(copied, copied.error().what());
+  CHECK(copied->size == (1ull << 30) + 15);
+  CHECK(copied->cut == copied->size - (8ull << 20));
+  auto kept = fs::file_size(target);
+  CHECK(kept > (8ull << 20));
+  CHECK(kept < (8ull << 20) + 300);
+  std::ifstream in(target, std::ios::binary);
+  std::string head(23, '\0');
+  in.read(head.data(), 23);
+  CHECK(head == "first line of the load\n");
+  std::string copy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(copy.ends_with("\nthe last line\n"));
+  CHECK(copy.find(fmt::format("[specctl: {} bytes of {} cut here (8.0 MiB of 1.0 GiB kept: the first 1.0 MiB and the "
+                              "last 7.0 MiB)]",
+                              copied->cut, source.string())) != std::string::npos);
+  // Chunks of 8 MiB at most were ever held: the peak of this process grew by far less than the log.
+  CHECK((after.ru_maxrss - before.ru_maxrss) * 1024 < (64l << 20));
+  CHECK_FALSE(fs::exists(target.string() + ".part"));
 }
 
 TEST_CASE("copy back and host facts") {

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "../support/lifecycle_ssh_support.hpp"
+#include "../support/specsim.hpp"
 
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/remote/host_ops.hpp>
@@ -8,6 +9,7 @@
 #include <specctl/server/gpus.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/util/shell.hpp>
+#include <specctl/util/unique_fd.hpp>
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -196,6 +198,78 @@ TEST_CASE("lifecycle: a port taken by someone else is refused, naming the holder
   CHECK(message.starts_with(fmt::format("local: port {} is already in use by pid {} (", config.port, getpid())));
   CHECK(message.find("specctl_unit_tests") != std::string::npos);
   CHECK(message.ends_with("), which specctl did not start"));
+}
+
+TEST_CASE("lifecycle: a socket bound beside our server's (SO_REUSEPORT, as vLLM binds) is named before a benchmark") {
+  SimSandbox sb;
+  auto config = test::specsim_config(sb.dir, sb.dir / "gpus", sb.port, "sim_load_time: 0.5s", "", "specsim-vllm");
+  auto server = sb.start(config, "reuse-ours");
+  REQUIRE(server);
+  util::RecordingReporter reporter;
+  REQUIRE(server::wait_ready(sb.host, *server, config, reporter));
+  auto alone = server::check_port_is_ours(sb.host, *server, config.port);
+  REQUIRE_MESSAGE(alone, alone.error().what());
+  CHECK_MESSAGE(alone->empty(), *alone);
+
+  // This process binds the same address and port with SO_REUSEPORT: the kernel now
+  // hands a connection to either of the two.
+  util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int one = 1;
+  REQUIRE(::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(config.port));
+  REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd.get(), 1) == 0);
+  auto shared = server::check_port_is_ours(sb.host, *server, config.port);
+  REQUIRE_FALSE(shared);
+  std::string message = shared.error().what();
+  CHECK(message.starts_with(fmt::format("local: port {} is also held by pid {} (", config.port, getpid())));
+  CHECK(message.find("not by this run's server reuse-ours") != std::string::npos);
+
+  // Without our server on it, the port's holder cannot be told from a proxy: said, not failed.
+  CHECK(server::teardown(sb.host, *server, config, reporter));
+  auto other = server::check_port_is_ours(sb.host, *server, config.port);
+  REQUIRE(other);
+  CHECK(other->find(fmt::format("cannot tell that port {} is this run's server reuse-ours: it is held by pid {}",
+                                config.port, getpid())) != std::string::npos);
+}
+
+TEST_CASE("lifecycle: the port is claimed atomically: another live process's claim makes the host busy") {
+  SimSandbox sb;
+  auto config = sb.config("sim_load_time: 0.5s");
+  util::RecordingReporter reporter;
+  // Another run: a live process of this machine, whose claim is written as a run's would be.
+  test::Process other({"/bin/sleep", "60"}, sb.dir / "other.log");
+  server::RunOwner owner = server::RunOwner::this_process("other", "/results/other");
+  owner.pid = other.pid();
+  // /proc/PID/stat's start time: field 22, the 20th after the name's ")".
+  auto stat = test::read_file(fmt::format("/proc/{}/stat", other.pid()));
+  std::istringstream after(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int k = 3; k <= 22; ++k) {
+    after >> field;
+  }
+  owner.start_ticks = field;
+  server::CleanupOptions theirs{sb.state_dir};
+  theirs.owner = owner;
+  REQUIRE(server::cleanup_before_launch(sb.host, config, theirs, reporter));
+
+  auto mine = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  REQUIRE_FALSE(mine);
+  CHECK(std::string(mine.error().what())
+            .starts_with(fmt::format("local is busy: specctl run other (pid {} on ", other.pid())));
+  CHECK(std::string(mine.error().what()).find(fmt::format(", /results/other) holds port {}", config.port)) !=
+        std::string::npos);
+
+  SUBCASE("released, it is free") { REQUIRE(server::release_claims(sb.host, config, sb.state_dir, owner)); }
+  SUBCASE("its process gone, the claim lapses at once") {
+    other.signal(SIGKILL);
+    REQUIRE(other.wait_exit_code(10s));
+  }
+  auto again = server::cleanup_before_launch(sb.host, config, {sb.state_dir}, reporter);
+  CHECK_MESSAGE(again, again.error().what());
 }
 
 TEST_CASE("lifecycle: orphaned workers are found through nvidia-smi and killed, others are left alone") {

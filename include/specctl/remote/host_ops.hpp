@@ -1,6 +1,7 @@
 #pragma once
 
 #include <specctl/remote/host.hpp>
+#include <specctl/util/atomic_file.hpp>
 
 #include <optional>
 #include <string>
@@ -83,15 +84,35 @@ std::expected<std::string, Error> tag_of(Host& host, int pid);
 // Pids holding a listening TCP socket on `port` (IPv4 or IPv6), from /proc.
 std::expected<std::vector<int>, Error> port_holders(Host& host, int port);
 
+// Each listening TCP socket on `port` and the processes holding it; none listed
+// when its holder is a process this user may not look into (another user's).
+struct PortSocket {
+  std::string inode;
+  std::vector<int> pids;
+};
+std::expected<std::vector<PortSocket>, Error> port_sockets(Host& host, int port);
+
 // Writes `content` to a file on the host, creating its folder; atomically (temp
 // file, then rename), so a reader on another machine never sees half of it.
 std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content);
 
-// The whole content of a file on the host.
-std::expected<std::string, Error> fetch_file(Host& host, const std::string& remote_path);
+// A file copied back from the host (copy_back): its size there, and the bytes left
+// out of the copy (0 when whole).
+struct CopiedFile {
+  std::uint64_t size = 0;
+  std::uint64_t cut = 0;
+};
+// Bytes kept from a file's start when copy_back cuts it.
+inline constexpr std::uint64_t k_copy_head_bytes = 1024 * 1024;
 
-// Copies a file from the host to this machine (util::write_file_atomic).
-std::expected<void, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path);
+// Copies a file from the host to this machine in chunks (memory stays bounded,
+// whatever its size), into a temporary file renamed over `local_path` at the end.
+// With `keep`, a file larger than it keeps its first k_copy_head_bytes and its last
+// keep - k_copy_head_bytes, and a line between them says how many bytes were cut.
+// A failed local write (a full disk) is also recorded in `failures`, when given.
+std::expected<CopiedFile, Error> copy_back(Host& host, const std::string& remote_path, const std::string& local_path,
+                                           std::optional<std::uint64_t> keep = std::nullopt,
+                                           util::WriteFailures* failures = nullptr);
 
 // What a result needs to say where it was measured.
 struct HostFacts {

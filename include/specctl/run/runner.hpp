@@ -42,11 +42,16 @@ struct RunOptions {
   // Set (by a signal handler) to stop: the running server is torn down, the
   // variant is recorded as interrupted, and run_experiment returns.
   const std::atomic<bool>* stop = nullptr;
+  // The signal that set `stop` (SIGINT, SIGTERM, SIGHUP), 0 while none did.
+  const std::atomic<int>* stop_signal = nullptr;
   // Where earlier runs of this experiment are (results/<experiment>/), for the time estimate.
   std::optional<std::filesystem::path> history_dir;
   // First retry waits this long, doubling each time.
   util::Duration retry_backoff = std::chrono::seconds{5};
 };
+
+// "SIGHUP: the terminal ... closed", "SIGINT (Ctrl-C)": why a run stopped, for its journal.
+std::string stop_signal_text(int signal);
 
 struct RunOutcome {
   std::filesystem::path dir;
@@ -56,6 +61,8 @@ struct RunOutcome {
   // Complete results an earlier run left, kept by --resume.
   int kept = 0;
   bool interrupted = false;
+  // The signal that interrupted the run, 0 for none.
+  int stop_signal = 0;
   // Expectations of the experiment the results did not reproduce.
   int missed_expectations = 0;
   std::string summary;
@@ -63,7 +70,8 @@ struct RunOutcome {
   // what it needs, and that the run stopped launching.
   std::optional<std::string> write_error;
 
-  // 0 all ok, 1 failed variants, missed expectations or files not written, 130 interrupted.
+  // 0 all ok, 1 failed variants, missed expectations or files not written, 130 interrupted
+  // (129 when by SIGHUP: the terminal or SSH session closed).
   int exit_code() const;
 };
 

@@ -62,9 +62,13 @@ struct CleanupOptions {
   RunOwner owner = RunOwner::this_process();
   // Set from elsewhere, stops a wait for a busy host.
   const std::atomic<bool>* cancel = nullptr;
+  // The tag the server will have: another machine's run tells a live claim by its heartbeat.
+  std::string tag = {};
 };
 
-// Gets a host ready for a server: stops the servers dead specctl runs left that would
+// Gets a host ready for a server: claims its port and GPUs for this run (atomically:
+// runs started at the same instant cannot both hold them; release_claims gives them
+// back), stops the servers dead specctl runs left that would
 // collide (same port or GPUs), applies the cleanup policy to GPU processes, waits
 // for GPU memory to drop below the threshold, and makes sure the port is free.
 // Never touches a process the policy does not name, nor any process of a live run's
@@ -87,6 +91,16 @@ struct RunningServer {
 std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
                                            const std::string& tag, const std::string& state_dir = k_default_state_dir,
                                            const RunOwner& owner = RunOwner::this_process());
+
+// Gives back the claims this run holds on the port and GPUs of `config` (after its teardown).
+std::expected<void, Error> release_claims(remote::Host& host, const ServerConfig& config, const std::string& state_dir,
+                                          const RunOwner& owner);
+
+// Whether every socket listening on `port` is the server's own (SO_REUSEPORT lets
+// other servers bind it too): an error naming the others when a request could reach
+// another server; a warning (non-empty) when the holder cannot be told, as behind a
+// container's proxy; empty when verified.
+std::expected<std::string, Error> check_port_is_ours(remote::Host& host, const RunningServer& server, int port);
 
 struct LoadReport {
   util::Duration load_time{0};

@@ -59,6 +59,9 @@ struct ServerConfig {
   HealthSpec health;
   CleanupSpec cleanup;
   util::Duration warmup_timeout = std::chrono::minutes{10};
+  // The most of the server log copied into the result folder: past it, its first MiB
+  // and its last (log_keep - 1 MiB), with a line saying what was cut (remote::copy_back).
+  std::uint64_t log_keep_mib = 64;
 };
 
 } // namespace specctl::server

@@ -67,5 +67,7 @@ private:
 
 // Bytes free to an unprivileged writer on the filesystem holding `path`; nullopt if unknown.
 std::optional<std::uint64_t> free_bytes(const std::filesystem::path& path);
+// Files the file system of `path` can still create (statvfs f_favail); nullopt when unknown.
+std::optional<std::uint64_t> free_inodes(const std::filesystem::path& path);
 
 } // namespace specctl::util

@@ -30,5 +30,7 @@ inline constexpr int k_exit_ok = 0;
 inline constexpr int k_exit_failures = 1;
 inline constexpr int k_exit_bad_input = 2;
 inline constexpr int k_exit_interrupted = 130;
+// Interrupted by SIGHUP (128 + 1): the terminal or the SSH session that ran specctl closed.
+inline constexpr int k_exit_hangup = 129;
 
 } // namespace specctl
