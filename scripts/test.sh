@@ -10,11 +10,21 @@ build_dir="${1:-build}"
 shift || true
 
 scripts/setup.sh --tests
-cmake -S . -B "$build_dir" "$@" >/dev/null
+cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
 rm -f "$build_dir/ctest-junit.xml"
+# The slowest tests first (tests/costs.sh), until this build has run times of its own.
+costs="$build_dir/Testing/Temporary/CTestCostData.txt"
+if [[ ! -s "$costs" ]]; then
+  mkdir -p "$(dirname "$costs")"
+  cp tests/ctest-costs.txt "$costs"
+fi
 status=0
-ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)" --output-junit ctest-junit.xml || status=$?
+# Behind a hostile home: a test that reads the user's shell start-up or writes to ~ fails the run.
+# SPECCTL_TEST_JOBS: how many tests at once (the number of cores unless set).
+tests/hostile-home.sh ctest --test-dir "$build_dir" --output-on-failure -j"${SPECCTL_TEST_JOBS:-$(nproc)}" \
+  --output-junit ctest-junit.xml ||
+  status=$?
 skipped=$(tests/skipped.sh "$build_dir/ctest-junit.xml" || true)
 if [[ -n "$skipped" ]]; then
   echo "Skipped, and why:"
