@@ -17,7 +17,9 @@ using namespace specctl;
 namespace {
 
 // Strict UTF-8 as nlohmann checks it: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool valid_utf8(std::string_view text) { return !util::invalid_utf8_at(text); }
+bool valid_utf8(std::string_view text) {
+  return !util::invalid_utf8_at(text);
+}
 
 // The deepest nesting of objects and arrays, outside strings.
 int max_depth(std::string_view text) {

@@ -3,9 +3,9 @@
 #include <specctl/http/get.hpp>
 #include <specctl/util/sha256.hpp>
 
-#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +21,8 @@ http::GetOptions control_options(const Target& target) {
 }
 
 // A 200 answer's JSON object, or why there is none.
-std::expected<nlohmann::json, Error> json_answer(const std::string& what, const std::expected<http::Response, Error>& r) {
+std::expected<nlohmann::json, Error> json_answer(const std::string& what,
+                                                 const std::expected<http::Response, Error>& r) {
   if (!r) {
     return std::unexpected(r.error());
   }
@@ -90,8 +91,8 @@ std::expected<int, Error> ServerTokenCounter::by_usage(const std::string& text) 
 
 std::expected<int, Error> ServerTokenCounter::by_tokenize(const std::string& text) {
   const nlohmann::json body = {{"model", m_target.model}, {"prompt", text}, {"content", text}, {"add_special", true}};
-  auto j = json_answer("POST /tokenize", http::post_json(m_target.url + "/tokenize", body.dump(),
-                                                         control_options(m_target)));
+  auto j = json_answer("POST /tokenize",
+                       http::post_json(m_target.url + "/tokenize", body.dump(), control_options(m_target)));
   if (!j) {
     return std::unexpected(j.error());
   }
@@ -150,9 +151,8 @@ std::expected<int, Error> ServerTokenCounter::count(const std::string& text) {
   return *tokenized + m_offset;
 }
 
-std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests,
-                                                           const Target& target, const RequestOptions& options,
-                                                           TokenCounts* known) {
+std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests, const Target& target,
+                                                           const RequestOptions& options, TokenCounts* known) {
   ServerTokenCounter counter(target, options, known);
   const TokenCounter count = [&counter](const std::string& text) { return counter(text); };
   CalibrationResult result;
@@ -170,12 +170,13 @@ std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadR
     if (found == fitted.end()) {
       const std::size_t core_end = shared.find_last_not_of(" \n\t") + 1;
       WorkloadRequest prefix{.id = request.id + " (its shared prefix)", .prompt = shared.substr(0, core_end)};
-      const double share = static_cast<double>(estimate_tokens(prefix.prompt)) /
-                           std::max(estimate_tokens(request.prompt), 1);
+      const double share =
+          static_cast<double>(estimate_tokens(prefix.prompt)) / std::max(estimate_tokens(request.prompt), 1);
       const int target_tokens = std::max(1, static_cast<int>(std::lround(request.input_tokens * share)));
       if (auto done = calibrate(prefix, target_tokens, count); !done) {
-        return std::unexpected(Error(
-            fmt::format("calibrating prompt lengths against the server: {}", done.error().what()), done.error().kind()));
+        return std::unexpected(
+            Error(fmt::format("calibrating prompt lengths against the server: {}", done.error().what()),
+                  done.error().kind()));
       }
       found = fitted.emplace(shared, prefix.prompt + shared.substr(core_end)).first;
     }
@@ -188,8 +189,8 @@ std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadR
     }
     auto done = calibrate(request, request.input_tokens, count);
     if (!done) {
-      return std::unexpected(Error(fmt::format("calibrating prompt lengths against the server: {}", done.error().what()),
-                                   done.error().kind()));
+      return std::unexpected(Error(
+          fmt::format("calibrating prompt lengths against the server: {}", done.error().what()), done.error().kind()));
     }
     ++result.calibrated;
   }

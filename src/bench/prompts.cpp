@@ -1,13 +1,13 @@
 #include <specctl/bench/prompts.hpp>
 #include <specctl/util/bounded_read.hpp>
-#include <specctl/util/size.hpp>
 #include <specctl/util/sha256.hpp>
+#include <specctl/util/size.hpp>
 
 #include <specctl/util/text.hpp>
 
 #include <charconv>
-#include <fmt/format.h>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 

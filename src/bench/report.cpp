@@ -218,36 +218,36 @@ nlohmann::json request_to_json(const RequestRecord& r, std::string_view phase) {
   for (const auto& chunk : r.chunks) {
     chunks.push_back(nlohmann::json::array({chunk.at_us / 1000.0, chunk.tokens}));
   }
-  return {{"phase", phase},
-          {"index", r.index},
-          {"prompt", r.prompt},
-          {"prompt_id", r.prompt_id},
-          {"category", r.category.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.category)},
-          {"input_tokens", r.input_tokens > 0 ? nlohmann::json(r.input_tokens) : nlohmann::json(nullptr)},
-          {"max_tokens", r.max_tokens},
-          {"start_s", number(r.start_s)},
-          {"send_lag_ms", number(r.send_lag_ms)},
-          {"ok", r.ok()},
-          {"failure", r.failure ? nlohmann::json(failure_name(*r.failure)) : nlohmann::json(nullptr)},
-          {"error", r.error},
-          {"http_status", r.http_status},
-          {"id", r.response_id},
-          {"finish_reason", r.finish_reason},
-          {"output_tokens", r.output_tokens},
-          {"token_source", r.token_source == TokenSource::usage ? "usage" : "chunks"},
-          {"prompt_tokens", r.prompt_tokens >= 0 ? nlohmann::json(r.prompt_tokens) : nlohmann::json(nullptr)},
-          {"ttft_ms", number(r.ttft_ms)},
-          {"e2e_ms", number(r.e2e_ms)},
-          {"tpot_ms", number(r.tpot_ms)},
-          {"chunk_tokens_exact", r.chunk_tokens_exact},
-          {"resends", r.resends},
-          {"cached_tokens", r.cached_tokens >= 0 ? nlohmann::json(r.cached_tokens) : nlohmann::json(nullptr)},
-          {"server_tok_s", r.server_tok_s >= 0 ? nlohmann::json(r.server_tok_s) : nlohmann::json(nullptr)},
-          {"draft_tokens", r.draft_tokens >= 0 ? nlohmann::json(r.draft_tokens) : nlohmann::json(nullptr)},
-          {"draft_accepted", r.draft_accepted >= 0 ? nlohmann::json(r.draft_accepted) : nlohmann::json(nullptr)},
-          {"predicted_tokens",
-           r.server_predicted_n >= 0 ? nlohmann::json(r.server_predicted_n) : nlohmann::json(nullptr)},
-          {"chunks", chunks}};
+  return {
+      {"phase", phase},
+      {"index", r.index},
+      {"prompt", r.prompt},
+      {"prompt_id", r.prompt_id},
+      {"category", r.category.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.category)},
+      {"input_tokens", r.input_tokens > 0 ? nlohmann::json(r.input_tokens) : nlohmann::json(nullptr)},
+      {"max_tokens", r.max_tokens},
+      {"start_s", number(r.start_s)},
+      {"send_lag_ms", number(r.send_lag_ms)},
+      {"ok", r.ok()},
+      {"failure", r.failure ? nlohmann::json(failure_name(*r.failure)) : nlohmann::json(nullptr)},
+      {"error", r.error},
+      {"http_status", r.http_status},
+      {"id", r.response_id},
+      {"finish_reason", r.finish_reason},
+      {"output_tokens", r.output_tokens},
+      {"token_source", r.token_source == TokenSource::usage ? "usage" : "chunks"},
+      {"prompt_tokens", r.prompt_tokens >= 0 ? nlohmann::json(r.prompt_tokens) : nlohmann::json(nullptr)},
+      {"ttft_ms", number(r.ttft_ms)},
+      {"e2e_ms", number(r.e2e_ms)},
+      {"tpot_ms", number(r.tpot_ms)},
+      {"chunk_tokens_exact", r.chunk_tokens_exact},
+      {"resends", r.resends},
+      {"cached_tokens", r.cached_tokens >= 0 ? nlohmann::json(r.cached_tokens) : nlohmann::json(nullptr)},
+      {"server_tok_s", r.server_tok_s >= 0 ? nlohmann::json(r.server_tok_s) : nlohmann::json(nullptr)},
+      {"draft_tokens", r.draft_tokens >= 0 ? nlohmann::json(r.draft_tokens) : nlohmann::json(nullptr)},
+      {"draft_accepted", r.draft_accepted >= 0 ? nlohmann::json(r.draft_accepted) : nlohmann::json(nullptr)},
+      {"predicted_tokens", r.server_predicted_n >= 0 ? nlohmann::json(r.server_predicted_n) : nlohmann::json(nullptr)},
+      {"chunks", chunks}};
 }
 
 std::string format_single_stream(const SingleStreamResult& result) {
@@ -324,11 +324,11 @@ std::string format_problems(const std::vector<const LevelResult*>& levels) {
 }
 
 std::string format_document(const Document& document) {
-  std::string out = fmt::format(
-      "specctl bench: {} model \"{}\", {}, {}, prompts {}\n", http::redact_url(document.target.url),
-      document.target.model, endpoint_name(document.request.endpoint),
-      document.output.empty() ? fmt::format("max_tokens {}", document.request.max_tokens) : document.output,
-      document.prompts);
+  std::string out =
+      fmt::format("specctl bench: {} model \"{}\", {}, {}, prompts {}\n", http::redact_url(document.target.url),
+                  document.target.model, endpoint_name(document.request.endpoint),
+                  document.output.empty() ? fmt::format("max_tokens {}", document.request.max_tokens) : document.output,
+                  document.prompts);
   std::vector<const LevelResult*> all;
   if (document.single_stream) {
     out += '\n' + format_single_stream(*document.single_stream);

@@ -279,7 +279,8 @@ WorkloadRequest request_from_json(const nlohmann::json& j) {
   r.id = field("id", is_string, "a string").get<std::string>();
   r.category = field("category", is_string, "a string").get<std::string>();
   r.prompt = field("prompt", is_string, "a string").get<std::string>();
-  for (const auto& m : field("messages", [](const nlohmann::json& v) { return v.is_array(); }, "a list")) {
+  for (const auto& m : field(
+           "messages", [](const nlohmann::json& v) { return v.is_array(); }, "a list")) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
         !m["content"].is_string()) {
       throw Error("a workload request's message is not {\"role\", \"content\"}", ErrorKind::bad_input);
@@ -289,8 +290,9 @@ WorkloadRequest request_from_json(const nlohmann::json& j) {
   r.input_tokens = field("input_tokens", is_int, "an integer").get<int>();
   r.output_tokens = field("output_tokens", is_int, "an integer").get<int>();
   r.group = field("group", is_int, "an integer").get<int>();
-  r.shared_bytes = field("shared_bytes", [](const nlohmann::json& v) { return v.is_number_unsigned(); },
-                         "a count").get<std::size_t>();
+  r.shared_bytes = field(
+                       "shared_bytes", [](const nlohmann::json& v) { return v.is_number_unsigned(); }, "a count")
+                       .get<std::size_t>();
   return r;
 }
 
@@ -362,9 +364,8 @@ int longest_output(const std::vector<WorkloadRequest>& requests, int max_tokens)
 }
 
 std::string describe_output(const std::vector<WorkloadRequest>& requests, int max_tokens) {
-  const bool own = std::any_of(requests.begin(), requests.end(), [](const WorkloadRequest& r) {
-    return r.output_tokens > 0;
-  });
+  const bool own =
+      std::any_of(requests.begin(), requests.end(), [](const WorkloadRequest& r) { return r.output_tokens > 0; });
   if (!own) {
     return fmt::format("{} tokens", max_tokens);
   }

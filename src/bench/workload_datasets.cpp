@@ -271,14 +271,13 @@ std::expected<Workload, Error> make_workload(const ShareGptSpec& spec) {
   }
   Workload workload = file_workload("sharegpt", spec.file, *facts, spec.seed, data.size(), std::move(requests));
   auto& filters = workload.provenance.filters;
-  filters = {
-      {"min_input", spec.min_input},
-      {"min_output", spec.min_output},
-      {"max_input", spec.max_input},
-      {"max_total", spec.max_total},
-      {"fixed_output", spec.fixed_output ? nlohmann::ordered_json(*spec.fixed_output) : nullptr},
-      {"lengths", "estimated tokens (estimate_tokens), not the server's tokenizer"},
-      {"valid", valid_count}};
+  filters = {{"min_input", spec.min_input},
+             {"min_output", spec.min_output},
+             {"max_input", spec.max_input},
+             {"max_total", spec.max_total},
+             {"fixed_output", spec.fixed_output ? nlohmann::ordered_json(*spec.fixed_output) : nullptr},
+             {"lengths", "estimated tokens (estimate_tokens), not the server's tokenizer"},
+             {"valid", valid_count}};
   auto& dropped = filters["dropped"] = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < drops.size(); ++i) {
     dropped[std::string(k_drop_names[i])] = drops[i];
@@ -413,13 +412,12 @@ std::expected<Workload, Error> make_workload(const JsonlSpec& spec) {
 
   Workload workload = file_workload("jsonl", spec.file, *facts, spec.seed, available, std::move(requests));
   auto& filters = workload.provenance.filters;
-  filters = {
-      {"prompt_field", spec.prompt_field},
-      {"messages_field", spec.messages_field},
-      {"output_field", spec.output_field},
-      {"category_field", spec.category_field},
-      {"id_field", spec.id_field},
-      {"order", spec.order == JsonlSpec::Order::shuffled ? "shuffled" : "as_written"}};
+  filters = {{"prompt_field", spec.prompt_field},
+             {"messages_field", spec.messages_field},
+             {"output_field", spec.output_field},
+             {"category_field", spec.category_field},
+             {"id_field", spec.id_field},
+             {"order", spec.order == JsonlSpec::Order::shuffled ? "shuffled" : "as_written"}};
   if (without_output > 0) {
     workload.notes.push_back(fmt::format("{}: {} of {} lines have no \"{}\": they use the benchmark's max_tokens",
                                          spec.file, with_commas(without_output), with_commas(available),

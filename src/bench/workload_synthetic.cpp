@@ -95,13 +95,9 @@ std::expected<Workload, Error> make_workload(const RandomSpec& spec) {
   }
   Workload workload = workload_detail::workload_of("random", spec.seed, count, std::move(requests));
   auto& filters = workload.provenance.filters;
-  filters = {
-      {"input_tokens", spec.input_tokens},
-      {"output_tokens", spec.output_tokens},
-      {"range_ratio", spec.range_ratio},
-      {"prefix_tokens", spec.prefix_tokens},
-      {"input_range", {input.low, input.high}},
-      {"output_range", {output.low, output.high}}};
+  filters = {{"input_tokens", spec.input_tokens},      {"output_tokens", spec.output_tokens},
+             {"range_ratio", spec.range_ratio},        {"prefix_tokens", spec.prefix_tokens},
+             {"input_range", {input.low, input.high}}, {"output_range", {output.low, output.high}}};
   if (starts.words() > 1 && input.low < starts.words()) {
     workload.notes.push_back(fmt::format("random: prompts shorter than {} words may begin alike", starts.words()));
   }
@@ -154,13 +150,12 @@ std::expected<Workload, Error> make_workload(const SharedPrefixSpec& spec) {
   const std::size_t available = requests.size();
   Workload workload = workload_detail::workload_of("shared_prefix", spec.seed, available, std::move(requests));
   auto& filters = workload.provenance.filters;
-  filters = {
-      {"groups", spec.groups},
-      {"per_group", spec.per_group},
-      {"system_tokens", spec.system_tokens},
-      {"question_tokens", spec.question_tokens},
-      {"output_tokens", spec.output_tokens},
-      {"order", spec.order == SharedPrefixSpec::Order::shuffled ? "shuffled" : "grouped"}};
+  filters = {{"groups", spec.groups},
+             {"per_group", spec.per_group},
+             {"system_tokens", spec.system_tokens},
+             {"question_tokens", spec.question_tokens},
+             {"output_tokens", spec.output_tokens},
+             {"order", spec.order == SharedPrefixSpec::Order::shuffled ? "shuffled" : "grouped"}};
   if (question_starts.words() > spec.question_tokens) {
     workload.notes.push_back(
         fmt::format("shared_prefix: questions shorter than {} words may begin alike", question_starts.words()));

@@ -208,8 +208,9 @@ int run_bench(const BenchOptions& o) {
       throw calibrated.error();
     }
     if (calibrated->calibrated > 0) {
-      std::cerr << fmt::format("specctl bench: {} prompts fitted to their lengths by the server's count ({}, {} counts)\n",
-                               calibrated->calibrated, calibrated->method, calibrated->counts);
+      std::cerr << fmt::format(
+          "specctl bench: {} prompts fitted to their lengths by the server's count ({}, {} counts)\n",
+          calibrated->calibrated, calibrated->method, calibrated->counts);
     }
   }
   InterruptGuard interrupt_guard;
@@ -313,10 +314,11 @@ Action setup_bench(CLI::App& command) {
   command.add_option("--prompts", o->prompts, "seeds (= builtin), long, synthetic:N (N input tokens), or a file")
       ->default_str("seeds");
   command
-      .add_option("--dataset", o->dataset,
-                  "A workload, written as in an experiment's prompts: specdec, '{sharegpt: {file: F, num_prompts: N}}', "
-                  "'{jsonl: {file: F}}', '{random: {input_tokens: N, output_tokens: N}}', '{shared_prefix: {...}}' "
-                  "(docs/bench.md)")
+      .add_option(
+          "--dataset", o->dataset,
+          "A workload, written as in an experiment's prompts: specdec, '{sharegpt: {file: F, num_prompts: N}}', "
+          "'{jsonl: {file: F}}', '{random: {input_tokens: N, output_tokens: N}}', '{shared_prefix: {...}}' "
+          "(docs/bench.md)")
       ->excludes("--prompts");
   command.add_flag("--no-calibrate", o->no_calibrate,
                    "Send random and shared-prefix prompts as generated, without fitting them to the server's token "

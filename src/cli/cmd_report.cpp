@@ -82,7 +82,8 @@ Action setup_report(CLI::App& command) {
       .add_option("--format", options->format,
                   "Print this format instead of rewriting the folder's report files: md, csv, json, html, junit")
       ->check(CLI::IsMember(k_report_formats));
-  command.add_option("--baseline", options->baseline, "Compare against this variant instead of the experiment's baseline");
+  command.add_option("--baseline", options->baseline,
+                     "Compare against this variant instead of the experiment's baseline");
   command.add_option("-o,--out", options->out, "Write the printed report to this file instead of stdout");
   command.footer("Without --format, rewrites report.md, report.csv, report.json, report.html and junit.xml in DIR "
                  "(the formats the experiment asks for) and prints the Markdown. Exit code 1 when a variant "
@@ -92,8 +93,12 @@ Action setup_report(CLI::App& command) {
 
 Action setup_compare(CLI::App& command) {
   auto options = std::make_shared<CompareOptions>();
-  command.add_option("before", options->before, "Result folder of the earlier run")->required()->check(CLI::ExistingDirectory);
-  command.add_option("after", options->after, "Result folder of the later run")->required()->check(CLI::ExistingDirectory);
+  command.add_option("before", options->before, "Result folder of the earlier run")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  command.add_option("after", options->after, "Result folder of the later run")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   command.add_option("--format", options->format, "md, csv, json or junit")->check(CLI::IsMember(k_compare_formats));
   command.add_option("-o,--out", options->out, "Write to this file instead of stdout");
   command.footer("Exit code 1 when a variant regressed: ok before and not after, or slower (95% interval below 1.0; "

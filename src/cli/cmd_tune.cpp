@@ -24,9 +24,9 @@ int tune(const TuneArgs& args) {
     return k_exit_bad_input;
   }
   if (!experiment->tune) {
-    throw Error(fmt::format("{}: not a tuning file (it has no tune: block); run an experiment with specctl run",
-                            args.file),
-                ErrorKind::bad_input);
+    throw Error(
+        fmt::format("{}: not a tuning file (it has no tune: block); run an experiment with specctl run", args.file),
+        ErrorKind::bad_input);
   }
   run::TuneOptions options;
   options.run = run_options(args.flags, *experiment);

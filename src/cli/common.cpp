@@ -60,9 +60,10 @@ void install_stop_handlers() {
 }
 
 void add_ssh_flag(CLI::App& command, std::string& ssh) {
-  command.add_option("--ssh", ssh,
-                     "SSH transport for every SSH host: libssh2 (specctl's own client) or openssh (the system ssh, "
-                     "for Kerberos, hardware keys, certificates, a ControlMaster; see docs/ssh.md)")
+  command
+      .add_option("--ssh", ssh,
+                  "SSH transport for every SSH host: libssh2 (specctl's own client) or openssh (the system ssh, "
+                  "for Kerberos, hardware keys, certificates, a ControlMaster; see docs/ssh.md)")
       ->check(CLI::IsMember({"libssh2", "openssh"}));
 }
 
@@ -85,8 +86,7 @@ std::optional<experiment::Experiment> load_or_report(const std::string& path, bo
     auto plan = experiment::make_plan(experiment, server::RenderOptions{own_bindir()});
     std::cerr << fmt::format("{}: the experiment expands to {} variants, more than the {} a sweep may have without "
                              "--allow-large; it would take at most {} if every wait runs to its timeout\n",
-                             path, experiment.variants.size(), k_large_sweep,
-                             util::format_duration(plan.makespan()));
+                             path, experiment.variants.size(), k_large_sweep, util::format_duration(plan.makespan()));
     return std::nullopt;
   }
   return experiment;
@@ -119,11 +119,12 @@ run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment&
   }
   run::RunOptions options;
   options.resume = !flags.resume.empty();
-  options.out_dir = options.resume ? std::filesystem::path(flags.resume)
+  options.out_dir = options.resume      ? std::filesystem::path(flags.resume)
                     : flags.out.empty() ? run::default_out_dir(experiment, std::chrono::system_clock::now())
                                         : std::filesystem::path(flags.out);
   // Earlier runs are the result folder's siblings (results/<experiment>/ by default).
-  options.history_dir = options.out_dir.parent_path().empty() ? std::filesystem::path(".") : options.out_dir.parent_path();
+  options.history_dir =
+      options.out_dir.parent_path().empty() ? std::filesystem::path(".") : options.out_dir.parent_path();
   options.retries = flags.retries;
   options.force = flags.force;
   options.render.specctl_bindir = own_bindir();
@@ -137,7 +138,9 @@ run::RunOptions run_options(const RunFlags& flags, const experiment::Experiment&
 }
 
 std::unique_ptr<run::Display> make_display(const RunFlags& flags) {
-  auto verbosity = flags.quiet ? run::Verbosity::quiet : flags.verbose ? run::Verbosity::verbose : run::Verbosity::normal;
+  auto verbosity = flags.quiet     ? run::Verbosity::quiet
+                   : flags.verbose ? run::Verbosity::verbose
+                                   : run::Verbosity::normal;
   return run::make_display(stderr, verbosity);
 }
 

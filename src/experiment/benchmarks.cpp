@@ -1,5 +1,5 @@
-#include <specctl/bench/prompts.hpp>
 #include "layer.hpp"
+#include <specctl/bench/prompts.hpp>
 #include <specctl/experiment/workload_spec.hpp>
 
 #include <specctl/util/text.hpp>
@@ -310,7 +310,9 @@ BenchmarkSpec parse_benchmark(const util::YamlField& field, const std::string& e
   if (auto name = field["name"]; name.present()) {
     spec.name = name.as_string().value_or("");
     if (!util::path_safe_name(spec.name)) {
-      name.error(fmt::format("benchmark names are used in file names: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", spec.name));
+      name.error(fmt::format("benchmark names are used in file names: letters, digits, '.', '_' and '-', not only "
+                             "dots, at most 128 characters; got \"{}\"",
+                             spec.name));
     }
   } else {
     spec.name = kind;

@@ -18,13 +18,13 @@ constexpr util::Duration k_min_time_limit = std::chrono::minutes{1};
 // The most often a run may ask Slurm's controller, which serves everyone.
 constexpr util::Duration k_min_slurm_poll = std::chrono::milliseconds{100};
 
-const std::vector<std::string> k_host_keys = {"local",     "ssh",   "identity", "host_key", "known_hosts", "jump",
-                                              "transport", "state_dir", "pool",   "slurm",    "slots"};
+const std::vector<std::string> k_host_keys = {"local",     "ssh",       "identity", "host_key", "known_hosts", "jump",
+                                              "transport", "state_dir", "pool",     "slurm",    "slots"};
 // Keys of a machine's connection, which pools, Slurm clusters and local hosts do not take.
 const std::vector<std::string> k_connection_keys = {"ssh", "identity", "host_key", "known_hosts", "jump", "transport"};
-const std::vector<std::string> k_slurm_keys = {"partition", "account", "gpus",     "time_limit", "sbatch_args",
-                                               "setup",     "login",   "work_dir", "specctl",    "max_jobs",
-                                               "poll",      "retry_on"};
+const std::vector<std::string> k_slurm_keys = {"partition",   "account",  "gpus",  "time_limit",
+                                               "sbatch_args", "setup",    "login", "work_dir",
+                                               "specctl",     "max_jobs", "poll",  "retry_on"};
 const std::vector<std::string> k_retry_names = {"preempted", "node_fail", "boot_fail", "timeout"};
 
 // Slurm's job names and partitions: no shell or sbatch syntax needed in them.
@@ -71,7 +71,8 @@ void parse_slurm(const util::YamlField& field, SlurmSpec& slurm) {
       }
     }
   }
-  for (const auto& arg : field["sbatch_args"].present() ? field["sbatch_args"].items() : std::vector<util::YamlField>{}) {
+  for (const auto& arg :
+       field["sbatch_args"].present() ? field["sbatch_args"].items() : std::vector<util::YamlField>{}) {
     auto text = arg.as_string();
     if (text && !text->starts_with("-")) {
       arg.error(fmt::format("\"{}\" is not an sbatch option (the script is specctl's own)", *text));

@@ -20,9 +20,9 @@ bool valid_env_name(const std::string& name) {
 } // namespace
 
 const std::vector<std::string>& server_keys() {
-  static const std::vector<std::string> keys = {"template", "host",   "model", "port",    "listen",        "knobs",
-                                                "args",     "env",    "gpus",  "health",  "cleanup",       "warmup_timeout",
-                                                "log_keep"};
+  static const std::vector<std::string> keys = {"template", "host",           "model",   "port", "listen",
+                                                "knobs",    "args",           "env",     "gpus", "health",
+                                                "cleanup",  "warmup_timeout", "log_keep"};
   return keys;
 }
 

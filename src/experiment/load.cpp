@@ -18,12 +18,12 @@ using detail::LayerEntry;
 
 constexpr std::size_t k_max_variants = 10'000;
 
-const std::vector<std::string> k_top_keys = {"name",     "description", "hosts",      "server", "matrix",
-                                             "variants", "benchmarks",  "bench",      "report", "tune"};
+const std::vector<std::string> k_top_keys = {"name",     "description", "hosts", "server", "matrix",
+                                             "variants", "benchmarks",  "bench", "report", "tune"};
 const std::vector<std::string> k_report_keys = {"baseline", "expect", "formats", "noise", "max_failed"};
 // The A/A repeat `report: {noise: true}` adds is the baseline's name with this.
 constexpr std::string_view k_noise_suffix = "-again";
-const std::vector<std::string> k_expect_keys = {"variant", "benchmark", "level", "rate",
+const std::vector<std::string> k_expect_keys = {"variant", "benchmark", "level",    "rate",
                                                 "metric",  "value",     "tolerance"};
 const std::vector<std::string> k_formats = {"md", "csv", "json", "html", "junit"};
 
@@ -146,7 +146,8 @@ std::vector<Point> expand(const Matrix& matrix, const util::YamlField& where, ut
         for (const auto& a : matrix.axes) {
           names.push_back(a.knob);
         }
-        item.error(fmt::format("exclude names \"{}\", which is not a matrix axis{}", knob, util::did_you_mean(knob, names)));
+        item.error(
+            fmt::format("exclude names \"{}\", which is not a matrix axis{}", knob, util::did_you_mean(knob, names)));
         used[i] = true;
       }
     }
@@ -242,8 +243,8 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
   // Each resolved variant holds its whole server configuration: a list past the cap
   // is refused before any is built (300,000 took 870 MB and 12 s to refuse later).
   if (variants.items().size() > k_max_variants) {
-    variants.error(fmt::format("{} variants, more than the {} an experiment may list", variants.items().size(),
-                               k_max_variants));
+    variants.error(
+        fmt::format("{} variants, more than the {} an experiment may list", variants.items().size(), k_max_variants));
     return;
   }
   std::map<std::string, util::Location> seen;
@@ -258,7 +259,9 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
     if (auto name = item["name"]; name.present()) {
       base_name = name.as_string().value_or("");
       if (!util::path_safe_name(base_name)) {
-        name.error(fmt::format("variant names are used in result paths: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", base_name));
+        name.error(fmt::format("variant names are used in result paths: letters, digits, '.', '_' and '-', not only "
+                               "dots, at most 128 characters; got \"{}\"",
+                               base_name));
       }
     } else {
       item.error("a variant needs a name");
@@ -274,7 +277,8 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
     if (auto m = item["matrix"]; m.present()) {
       Matrix own = parse_matrix(m);
       for (auto& axis : own.axes) {
-        auto same = std::find_if(matrix.axes.begin(), matrix.axes.end(), [&](const Axis& a) { return a.knob == axis.knob; });
+        auto same =
+            std::find_if(matrix.axes.begin(), matrix.axes.end(), [&](const Axis& a) { return a.knob == axis.knob; });
         if (same != matrix.axes.end()) {
           *same = axis;
         } else {
@@ -337,8 +341,8 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
       }
       auto [it, inserted] = seen.emplace(variant.name, item.location());
       if (!inserted) {
-        item.error(fmt::format("duplicate variant name \"{}\" (first defined at line {})", variant.name,
-                               it->second.line));
+        item.error(
+            fmt::format("duplicate variant name \"{}\" (first defined at line {})", variant.name, it->second.line));
         continue;
       }
       experiment.variants.push_back(std::move(variant));
@@ -379,9 +383,8 @@ void parse_expectation(const util::YamlField& item, Experiment& experiment, Expe
         names.push_back(x.name);
       }
       b.error(fmt::format("unknown benchmark \"{}\"{}", e.benchmark, util::did_you_mean(e.benchmark, names)));
-    } else if (variant != nullptr &&
-               std::find(variant->benchmarks.begin(), variant->benchmarks.end(), e.benchmark) ==
-                   variant->benchmarks.end()) {
+    } else if (variant != nullptr && std::find(variant->benchmarks.begin(), variant->benchmarks.end(), e.benchmark) ==
+                                         variant->benchmarks.end()) {
       b.error(fmt::format("variant \"{}\" does not run benchmark \"{}\"", e.variant, e.benchmark));
     }
   }
@@ -389,7 +392,8 @@ void parse_expectation(const util::YamlField& item, Experiment& experiment, Expe
     e.level = static_cast<int>(l.as_int(1, 100'000).value_or(0));
     if (bench != nullptr && bench->kind != BenchmarkKind::concurrency) {
       l.error(fmt::format("benchmark \"{}\" has no concurrency levels", bench->name));
-    } else if (bench != nullptr && std::find(bench->levels.begin(), bench->levels.end(), *e.level) == bench->levels.end()) {
+    } else if (bench != nullptr &&
+               std::find(bench->levels.begin(), bench->levels.end(), *e.level) == bench->levels.end()) {
       l.error(fmt::format("benchmark \"{}\" does not run level {}", bench->name, *e.level));
     }
   } else if (bench != nullptr && bench->kind == BenchmarkKind::concurrency) {
@@ -550,7 +554,9 @@ Experiment load_experiment(const std::string& path, util::Diagnostics& diag) {
   if (auto name = top["name"]; name.present()) {
     experiment.name = name.as_string().value_or("");
     if (!util::path_safe_name(experiment.name)) {
-      name.error(fmt::format("the name is used in result paths: letters, digits, '.', '_' and '-', not only dots, at most 128 characters; got \"{}\"", experiment.name));
+      name.error(fmt::format("the name is used in result paths: letters, digits, '.', '_' and '-', not only dots, at "
+                             "most 128 characters; got \"{}\"",
+                             experiment.name));
     }
   } else {
     top.error("missing \"name\" (it names the results folder)");

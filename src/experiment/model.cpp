@@ -80,8 +80,8 @@ std::string BenchmarkSpec::measures_text() const {
 std::string BenchmarkSpec::describe() const {
   switch (kind) {
   case BenchmarkKind::single_stream:
-    return fmt::format("single_stream: {} runs x {}, {}, {} warmup{}", runs, output_text(), prompts.describe(),
-                       warmup, measures_text());
+    return fmt::format("single_stream: {} runs x {}, {}, {} warmup{}", runs, output_text(), prompts.describe(), warmup,
+                       measures_text());
   case BenchmarkKind::concurrency: {
     std::string requests_text =
         requests ? fmt::format("{} requests per level", *requests) : "max(2 x level, 10) requests per level";

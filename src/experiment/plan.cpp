@@ -254,8 +254,8 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
   const auto& cleanup = server.cleanup;
   std::string names = cleanup.allow.empty() ? "(no names: nothing may be killed)" : util::join(cleanup.allow, ", ");
   std::string gpus = host.kind == HostKind::slurm ? "the GPUs Slurm allocated"
-                     : !host.slots.empty()         ? "the slot's GPUs"
-                                                   : gpus_text(server);
+                     : !host.slots.empty()        ? "the slot's GPUs"
+                                                  : gpus_text(server);
   std::string action;
   switch (cleanup.policy) {
   case server::CleanupPolicy::kill:
@@ -278,12 +278,11 @@ std::string describe_cleanup(const Variant& variant, const HostSpec& host) {
   return fmt::format("{}; stop the servers dead specctl runs left on {}; {}; then wait until each GPU uses < {} MiB "
                      "(at most {}); port {} must be free",
                      busy,
-                     host.name.empty()                ? "the host"
-                     : host.kind == HostKind::pool ? "the pool's host it runs on"
+                     host.name.empty()              ? "the host"
+                     : host.kind == HostKind::pool  ? "the pool's host it runs on"
                      : host.kind == HostKind::slurm ? "the job's node"
-                                                   : host.name,
-                     action, cleanup.gpu_free_below_mib,
-                     util::format_duration(cleanup.timeout), server.port);
+                                                    : host.name,
+                     action, cleanup.gpu_free_below_mib, util::format_duration(cleanup.timeout), server.port);
 }
 
 std::string format_plan(const Plan& plan) {
@@ -315,7 +314,7 @@ std::string format_plan(const Plan& plan) {
                          *v.repeat_of);
     }
     out += fmt::format("  host:       {} ({})\n", host.name,
-                       !host.slots.empty()           ? host.describe()
+                       !host.slots.empty()            ? host.describe()
                        : host.kind == HostKind::local ? "local"
                        : host.kind == HostKind::ssh   ? "ssh"
                                                       : host.describe());
@@ -324,7 +323,8 @@ std::string format_plan(const Plan& plan) {
       for (const auto& node : nodes) {
         if (auto slot = slot_of(e, node)) {
           auto in_slot = slot->server_in_slot(s);
-          where.push_back(fmt::format("{} (GPUs {}, port {})", node, fmt::join(in_slot.gpus.value_or(std::vector<int>{}), ","), in_slot.port));
+          where.push_back(fmt::format("{} (GPUs {}, port {})", node,
+                                      fmt::join(in_slot.gpus.value_or(std::vector<int>{}), ","), in_slot.port));
         }
       }
       out += fmt::format("  slots:      runs in whichever GPU slot is free: {}\n", util::join(where, "; "));
@@ -365,10 +365,10 @@ std::string format_plan(const Plan& plan) {
       out += fmt::format("  warning:    {}\n", warning);
     }
     if (host.kind == HostKind::slurm && host.slurm.time_limit && *host.slurm.time_limit < planned.estimate.total()) {
-      out += fmt::format("  warning:    the job's time limit {} is below this variant's bound {}: Slurm ends a slow "
-                         "run at its limit, and the variant fails with that reason\n",
-                         util::format_duration(*host.slurm.time_limit),
-                         util::format_duration(planned.estimate.total()));
+      out +=
+          fmt::format("  warning:    the job's time limit {} is below this variant's bound {}: Slurm ends a slow "
+                      "run at its limit, and the variant fails with that reason\n",
+                      util::format_duration(*host.slurm.time_limit), util::format_duration(planned.estimate.total()));
     }
     const auto& est = planned.estimate;
     out += fmt::format("  at most:    {} (cleanup {}, load {}, benchmarks {}, teardown {})\n",
@@ -448,7 +448,8 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
       h["user"] = host.user;
       h["hostname"] = host.hostname;
       h["port"] = host.port;
-      h["identity"] = host.identities.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(host.identities.front());
+      h["identity"] =
+          host.identities.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(host.identities.front());
       if (host.identities.size() > 1) {
         h["identities"] = host.identities;
       }
@@ -541,8 +542,11 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
   }
   out["expectations"] = nlohmann::ordered_json::array();
   for (const auto& x : e.report.expect) {
-    nlohmann::ordered_json j = {{"variant", x.variant}, {"benchmark", x.benchmark}, {"metric", x.metric},
-                                {"value", x.value},     {"tolerance_pct", x.tolerance_pct}};
+    nlohmann::ordered_json j = {{"variant", x.variant},
+                                {"benchmark", x.benchmark},
+                                {"metric", x.metric},
+                                {"value", x.value},
+                                {"tolerance_pct", x.tolerance_pct}};
     if (x.level) {
       j["level"] = *x.level;
     }

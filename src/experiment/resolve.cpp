@@ -206,18 +206,18 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     }
     std::string name = key.substr(4);
     if (name == "CUDA_VISIBLE_DEVICES" && config.gpus) {
-      diag.error(entry.key_at, fmt::format("{}: set either gpus or env.CUDA_VISIBLE_DEVICES, not both",
-                                           entry.value.path()));
+      diag.error(entry.key_at,
+                 fmt::format("{}: set either gpus or env.CUDA_VISIBLE_DEVICES, not both", entry.value.path()));
     }
     if (name == "CUDA_VISIBLE_DEVICES" && ctx.hosts->contains(config.host) &&
         sliced(ctx.hosts->at(config.host), *ctx.hosts)) {
-      diag.error(entry.key_at, fmt::format("{}: \"{}\" is split into GPU slots, which set it", entry.value.path(),
-                                           config.host));
+      diag.error(entry.key_at,
+                 fmt::format("{}: \"{}\" is split into GPU slots, which set it", entry.value.path(), config.host));
     }
     if (name == "CUDA_VISIBLE_DEVICES" && ctx.hosts->contains(config.host) &&
         ctx.hosts->at(config.host).kind == HostKind::slurm) {
-      diag.error(entry.key_at, fmt::format("{}: a job on \"{}\" uses the GPUs Slurm allocates", entry.value.path(),
-                                           config.host));
+      diag.error(entry.key_at,
+                 fmt::format("{}: a job on \"{}\" uses the GPUs Slurm allocates", entry.value.path(), config.host));
     }
     if (entry.value.expect_scalar()) {
       config.env.emplace_back(name, entry.value.node().Scalar());
@@ -256,8 +256,8 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
                                                : server::CleanupPolicy::kill;
   }
   if (const auto* field = find(layer, "cleanup.busy")) {
-    config.cleanup.busy =
-        field->as_choice({"fail", "wait"}).value_or("fail") == "wait" ? server::BusyPolicy::wait : server::BusyPolicy::fail;
+    config.cleanup.busy = field->as_choice({"fail", "wait"}).value_or("fail") == "wait" ? server::BusyPolicy::wait
+                                                                                        : server::BusyPolicy::fail;
   }
   if (const auto* field = find(layer, "cleanup.allow")) {
     config.cleanup.allow = field->as_string_list().value_or(std::vector<std::string>{});
@@ -304,9 +304,9 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
     auto tp = config.knobs.find("tp");
     if (tp != config.knobs.end() && config.gpus && tp->second.value.is_number_integer() &&
         tp->second.value.get<std::int64_t>() > static_cast<std::int64_t>(config.gpus->size())) {
-      diag.error(tp->second.where, fmt::format("{}: tp {} needs {} GPUs, but gpus lists {}", owner,
-                                               tp->second.value.get<std::int64_t>(),
-                                               tp->second.value.get<std::int64_t>(), config.gpus->size()));
+      diag.error(tp->second.where,
+                 fmt::format("{}: tp {} needs {} GPUs, but gpus lists {}", owner, tp->second.value.get<std::int64_t>(),
+                             tp->second.value.get<std::int64_t>(), config.gpus->size()));
     }
     // Each slot the variant may land in must hold its tensor-parallel ranks.
     auto host = ctx.hosts->find(config.host);

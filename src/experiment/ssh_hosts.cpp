@@ -28,7 +28,8 @@ struct WrittenTarget {
 
 // "user@host", "host:2222", "user@[::1]:2222"; nullopt when it cannot be an SSH target.
 std::optional<WrittenTarget> parse_target(const std::string& text) {
-  static const std::regex k_target(R"(^(?:([A-Za-z0-9._-]+)@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]{1,5}))?$)");
+  static const std::regex k_target(
+      R"(^(?:([A-Za-z0-9._-]+)@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]{1,5}))?$)");
   std::smatch m;
   if (!std::regex_match(text, m, k_target)) {
     return std::nullopt;
@@ -115,8 +116,7 @@ std::expected<remote::SshConfigEntry, std::string> lookup(const WrittenTarget& w
 // One hop of a ProxyJump (or `jump:`) that is not a host of the experiment,
 // resolved with ~/.ssh/config as `ssh -J` would. Only the first hop's own
 // ProxyJump or ProxyCommand counts, as in OpenSSH.
-std::expected<HostSpec, std::string> resolve_hop(const std::string& text, const HostSpec& owner, bool first,
-                                                 int depth);
+std::expected<HostSpec, std::string> resolve_hop(const std::string& text, const HostSpec& owner, bool first, int depth);
 
 std::expected<std::vector<HostSpec>, std::string> resolve_hop_list(const std::vector<std::string>& hops,
                                                                    const HostSpec& owner, int depth) {
@@ -138,8 +138,8 @@ std::expected<HostSpec, std::string> resolve_hop(const std::string& text, const 
                                                  int depth) {
   auto written = parse_target(text);
   if (!written) {
-    return std::unexpected(fmt::format("jump host \"{}\" is not an SSH target (user@host[:port] or a ~/.ssh/config alias)",
-                                       text));
+    return std::unexpected(
+        fmt::format("jump host \"{}\" is not an SSH target (user@host[:port] or a ~/.ssh/config alias)", text));
   }
   auto config = lookup(*written);
   if (!config) {

@@ -16,7 +16,7 @@ namespace {
 using detail::Layer;
 using detail::LayerEntry;
 
-const std::vector<std::string> k_tune_keys = {"space", "load",  "slo",         "objective",
+const std::vector<std::string> k_tune_keys = {"space",  "load",  "slo",         "objective",
                                               "budget", "noise", "speculation", "parallel"};
 const std::vector<std::string> k_dimension_keys = {"values", "range", "start", "where"};
 const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s", "goodput", "tok_per_j"};
@@ -131,7 +131,8 @@ std::optional<ParsedDimension> parse_dimension(const std::string& knob, const ut
 std::vector<ParsedDimension> parse_space(const util::YamlField& space, const Layer& defaults) {
   std::vector<ParsedDimension> out;
   if (!space.present()) {
-    space.error("a tuning needs a space: the knobs to tune and their values, e.g. space: {spec_steps: {range: [1, 10]}}");
+    space.error(
+        "a tuning needs a space: the knobs to tune and their values, e.g. space: {spec_steps: {range: [1, 10]}}");
     return out;
   }
   if (!space.expect_map()) {
@@ -148,7 +149,8 @@ std::vector<ParsedDimension> parse_space(const util::YamlField& space, const Lay
       continue;
     }
     if (!d.where_knob.empty()) {
-      auto earlier = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.dimension.knob == d.where_knob; });
+      auto earlier =
+          std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.dimension.knob == d.where_knob; });
       if (earlier == out.end()) {
         value.error(fmt::format("where names \"{}\", which is not a knob of the space written before \"{}\"",
                                 d.where_knob, knob));
@@ -167,8 +169,8 @@ std::vector<ParsedDimension> parse_space(const util::YamlField& space, const Lay
         parsed->start_field->error(
             fmt::format("start \"{}\" is not a value of knob \"{}\" ({})", d.start, knob, util::join(d.values, ", ")));
       }
-    } else if (auto set = defaults.find("knobs." + knob); set != defaults.end() && set->second.value.present() &&
-                                                           set->second.value.is_scalar()) {
+    } else if (auto set = defaults.find("knobs." + knob);
+               set != defaults.end() && set->second.value.present() && set->second.value.is_scalar()) {
       // The search starts from the server block's setting when the space has it.
       auto text = set->second.value.node().Scalar();
       if (std::find(d.values.begin(), d.values.end(), text) != d.values.end()) {
@@ -185,7 +187,8 @@ std::vector<ParsedDimension> parse_space(const util::YamlField& space, const Lay
 
 // A range checked against its knob in the template as a whole: one past the knob's limits
 // would otherwise be refused once for each value beyond them, by each variant's resolve.
-void check_ranges(const std::vector<ParsedDimension>& parsed, const Layer& defaults, const detail::ResolveContext& ctx) {
+void check_ranges(const std::vector<ParsedDimension>& parsed, const Layer& defaults,
+                  const detail::ResolveContext& ctx) {
   auto named = defaults.find("template");
   if (named == defaults.end() || !named->second.value.present()) {
     return;
@@ -211,7 +214,8 @@ void check_ranges(const std::vector<ParsedDimension>& parsed, const Layer& defau
     const double last = std::stod(values.back());
     if ((def->min && first < *def->min) || (def->max && last > *def->max)) {
       p.range_field->error(fmt::format("the range [{}, {}] goes past the limits of knob \"{}\" in template \"{}\" ({})",
-                                       values.front(), values.back(), def->name, tmpl->name, detail::knob_limits(*def)));
+                                       values.front(), values.back(), def->name, tmpl->name,
+                                       detail::knob_limits(*def)));
     }
   }
 }
@@ -282,9 +286,8 @@ std::string resolve_load(const util::YamlField& load, const util::YamlField& tun
     load["slo"].error("the tuning has an slo already: give the SLO once, in tune.slo");
     return "";
   }
-  auto parsed = detail::parse_benchmark(util::YamlField(bench, tune.path() + ".load", load.file(), load.diagnostics(),
-                                                        load.location()),
-                                        experiment_dir);
+  auto parsed = detail::parse_benchmark(
+      util::YamlField(bench, tune.path() + ".load", load.file(), load.diagnostics(), load.location()), experiment_dir);
   experiment.benchmarks.push_back(std::move(parsed));
   return std::string(k_name);
 }
@@ -310,7 +313,8 @@ void link_slo(const util::YamlField& tune, TuneSpec& spec, Experiment& experimen
   } else if (bench->slo.empty()) {
     bench->slo = spec.slo;
   } else if (bench->slo != spec.slo) {
-    slo.error(fmt::format("benchmark \"{}\" has an slo of its own: give the SLO once, there or in tune.slo", bench->name));
+    slo.error(
+        fmt::format("benchmark \"{}\" has an slo of its own: give the SLO once, there or in tune.slo", bench->name));
   }
 }
 
@@ -416,11 +420,13 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
   check_ranges(parsed, defaults, ctx);
   if (auto speculation = field["speculation"]; speculation.present()) {
     spec.speculation = speculation.as_string();
-    bool known = std::any_of(parsed.begin(), parsed.end(), [&](const auto& p) { return p.dimension.knob == spec.speculation; });
+    bool known =
+        std::any_of(parsed.begin(), parsed.end(), [&](const auto& p) { return p.dimension.knob == spec.speculation; });
     if (spec.speculation && !known) {
       speculation.error(fmt::format("speculation names \"{}\", which is not a knob of the space", *spec.speculation));
     }
-  } else if (std::any_of(parsed.begin(), parsed.end(), [](const auto& p) { return p.dimension.knob == "speculative"; })) {
+  } else if (std::any_of(parsed.begin(), parsed.end(),
+                         [](const auto& p) { return p.dimension.knob == "speculative"; })) {
     spec.speculation = "speculative";
   }
   if (parsed.empty() || top.diagnostics().has_errors()) {
@@ -442,10 +448,9 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
     for (const auto& [knob, value] : config) {
       auto at = std::find_if(parsed.begin(), parsed.end(), [&](const auto& p) { return p.dimension.knob == knob; });
       YAML::Node node = value == k_unset ? YAML::Node(YAML::NodeType::Null) : YAML::Node(value);
-      point_layer.insert_or_assign("knobs." + knob,
-                                   LayerEntry{util::YamlField(node, "tune.space." + knob, field.file(),
-                                                              field.diagnostics(), at->key_at),
-                                              at->key_at});
+      point_layer.insert_or_assign("knobs." + knob, LayerEntry{util::YamlField(node, "tune.space." + knob, field.file(),
+                                                                               field.diagnostics(), at->key_at),
+                                                               at->key_at});
     }
     Layer merged = merge_layers({&defaults, &point_layer});
     Variant variant;

@@ -70,7 +70,8 @@ TunePlan make_tune_plan(const Plan& plan) {
   const auto& spec = *experiment.tune;
   const auto space = spec.space();
   const auto* load = experiment.find_benchmark(spec.load);
-  std::size_t points = load == nullptr ? 1 : std::max<std::size_t>(1, std::max(load->levels.size(), load->rates.size()));
+  std::size_t points =
+      load == nullptr ? 1 : std::max<std::size_t>(1, std::max(load->levels.size(), load->rates.size()));
   const tune::Options options{points, spec.noise_pct / 100.0, spec.max_loads};
   out.grid = space.grid().size();
   out.worst = static_cast<int>(std::min<std::size_t>(out.grid, static_cast<std::size_t>(spec.max_loads)));
@@ -142,9 +143,11 @@ std::string format_tune_plan(const Plan& plan) {
   for (const auto& d : spec.dimensions) {
     std::string values = d.ordered ? fmt::format("{}..{} (searched as unimodal)", d.values.front(), d.values.back())
                                    : util::join(d.values, ", ");
-    std::string where = d.where_knob.empty() ? "" : fmt::format(", only where {} is {}", d.where_knob,
-                                                                util::join(d.where_values, " or "));
-    out += fmt::format("  {}: {}; starts at {}{}\n", d.knob, values, d.start.empty() ? d.values.front() : d.start, where);
+    std::string where = d.where_knob.empty()
+                            ? ""
+                            : fmt::format(", only where {} is {}", d.where_knob, util::join(d.where_values, " or "));
+    out +=
+        fmt::format("  {}: {}; starts at {}{}\n", d.knob, values, d.start.empty() ? d.values.front() : d.start, where);
   }
   const auto* load = experiment.find_benchmark(spec.load);
   out += fmt::format("load: benchmark \"{}\": {}\n", spec.load, load != nullptr ? load->describe() : "");

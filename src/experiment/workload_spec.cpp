@@ -168,9 +168,8 @@ std::optional<std::string> input_file(const util::YamlField& field, const std::s
                                        : std::filesystem::path(experiment_dir) / *path;
   // The size is checked where the file is read, against its own kind's cap.
   if (auto ok = util::check_regular_file(resolved, UINT64_MAX, std::string(what)); !ok) {
-    field.error(ok.error().error == ENOENT
-                    ? fmt::format("{} \"{}\" does not exist", what, resolved.string())
-                    : fmt::format("{} \"{}\": {}", what, resolved.string(), ok.error().reason));
+    field.error(ok.error().error == ENOENT ? fmt::format("{} \"{}\" does not exist", what, resolved.string())
+                                           : fmt::format("{} \"{}\": {}", what, resolved.string(), ok.error().reason));
   }
   return resolved.lexically_normal().string();
 }

@@ -22,7 +22,8 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
 }
 
 // GET, or POST of a JSON body when `json_body` is set.
-std::expected<Response, Error> perform(const std::string& url, const std::string* json_body, const GetOptions& options) {
+std::expected<Response, Error> perform(const std::string& url, const std::string* json_body,
+                                       const GetOptions& options) {
   Easy easy;
   CURL* h = easy.get();
   Response response;

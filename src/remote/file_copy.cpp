@@ -102,9 +102,10 @@ std::expected<CopiedFile, Error> copy_back(Host& host, const std::string& remote
     if (auto done = copy_range(host, remote_path, 0, head, fd.get(), temp); !done) {
       return fail(done.error());
     }
-    std::string note = fmt::format("\n[specctl: {} bytes of {} cut here ({} of {} kept: the first {} and the last {})]\n",
-                                   copied.cut, remote_path, util::format_bytes(*keep), util::format_bytes(copied.size),
-                                   util::format_bytes(head), util::format_bytes(*keep - head));
+    std::string note =
+        fmt::format("\n[specctl: {} bytes of {} cut here ({} of {} kept: the first {} and the last {})]\n", copied.cut,
+                    remote_path, util::format_bytes(*keep), util::format_bytes(copied.size), util::format_bytes(head),
+                    util::format_bytes(*keep - head));
     if (auto done = write_all(fd.get(), note, temp); !done) {
       return fail(done.error());
     }

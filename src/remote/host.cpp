@@ -14,7 +14,6 @@ namespace {
 // Raw bytes per command: 64 KiB of base64, well under Linux's 128 KiB limit on one argument.
 constexpr std::size_t k_piece_bytes = 48 * 1024;
 
-
 } // namespace
 
 std::expected<void, Error> Host::write_file(const std::string& path, std::string_view bytes, util::Duration timeout) {
@@ -33,9 +32,9 @@ std::expected<void, Error> Host::write_file(const std::string& path, std::string
     return fail(util::first_line(started->err));
   }
   for (std::size_t at = 0; at < bytes.size(); at += k_piece_bytes) {
-    auto piece =
-        exec(fmt::format("printf '%s' {} >> {}", util::base64(bytes.substr(at, k_piece_bytes)), util::shell_quote(encoded)),
-             timeout);
+    auto piece = exec(
+        fmt::format("printf '%s' {} >> {}", util::base64(bytes.substr(at, k_piece_bytes)), util::shell_quote(encoded)),
+        timeout);
     if (!piece) {
       return std::unexpected(piece.error());
     }

@@ -8,8 +8,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <fmt/format.h>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -23,7 +23,8 @@ using util::shell_quote;
 constexpr int k_max_pid = 4'194'304;
 
 // Writing the pid file is the detached shell's first act; this bounds the wait for it.
-constexpr const char* k_pid_wait_loop = "i=0; while [ ! -s \"$pidfile\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done";
+constexpr const char* k_pid_wait_loop =
+    "i=0; while [ ! -s \"$pidfile\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done";
 
 std::expected<CommandResult, Error> run_checked(Host& host, const std::string& line, const char* what) {
   auto result = host.exec(line);
@@ -66,17 +67,18 @@ std::expected<int, Error> start_detached(Host& host, const DetachSpec& spec) {
   }
   // The inner shell leads the new session; the server is its child in the same group,
   // and the shell writes the server's exit code once it ends.
-  std::string inner = fmt::format("echo $$ > {pid}; {env} {cmd} >> {log} 2>&1 < /dev/null; "
-                                  "echo $? > {exit}",
-                                  fmt::arg("pid", shell_quote(files.pid())), fmt::arg("env", util::join(env_words, " ")),
-                                  fmt::arg("cmd", util::shell_join(spec.argv)), fmt::arg("log", shell_quote(files.log())),
-                                  fmt::arg("exit", shell_quote(files.exit())));
+  std::string inner =
+      fmt::format("echo $$ > {pid}; {env} {cmd} >> {log} 2>&1 < /dev/null; "
+                  "echo $? > {exit}",
+                  fmt::arg("pid", shell_quote(files.pid())), fmt::arg("env", util::join(env_words, " ")),
+                  fmt::arg("cmd", util::shell_join(spec.argv)), fmt::arg("log", shell_quote(files.log())),
+                  fmt::arg("exit", shell_quote(files.exit())));
   std::string line = fmt::format(
       "mkdir -p {dir} && rm -f {pid} {exit} && pidfile={pid} && "
       "({tag} setsid /bin/sh -c {inner} > /dev/null 2>&1 < /dev/null &) && {wait}; cat {pid}",
       fmt::arg("dir", shell_quote(files.dir)), fmt::arg("pid", shell_quote(files.pid())),
-      fmt::arg("exit", shell_quote(files.exit())), fmt::arg("inner", shell_quote(inner)), fmt::arg("wait", k_pid_wait_loop),
-      fmt::arg("tag", std::string(k_tag_variable) + "=" + shell_quote(spec.tag)));
+      fmt::arg("exit", shell_quote(files.exit())), fmt::arg("inner", shell_quote(inner)),
+      fmt::arg("wait", k_pid_wait_loop), fmt::arg("tag", std::string(k_tag_variable) + "=" + shell_quote(spec.tag)));
   auto result = run_checked(host, line, "starting the server");
   if (!result) {
     return std::unexpected(result.error());
@@ -101,7 +103,8 @@ std::expected<bool, Error> is_alive(Host& host, int pid) {
 }
 
 std::expected<std::optional<int>, Error> read_exit_code(Host& host, const RunFiles& files) {
-  auto result = run_checked(host, fmt::format("cat {} 2>/dev/null", shell_quote(files.exit())), "reading the exit code");
+  auto result =
+      run_checked(host, fmt::format("cat {} 2>/dev/null", shell_quote(files.exit())), "reading the exit code");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -117,8 +120,9 @@ std::expected<void, Error> signal_group(Host& host, int pgid, int signal) {
   if (pgid <= 1) {
     return std::unexpected(Error(fmt::format("{}: refusing to signal process group {}", host.describe(), pgid)));
   }
-  auto result = run_checked(host, fmt::format("kill -{0} -{1} 2>/dev/null; kill -{0} {1} 2>/dev/null; true", signal, pgid),
-                            "signalling the server");
+  auto result =
+      run_checked(host, fmt::format("kill -{0} -{1} 2>/dev/null; kill -{0} {1} 2>/dev/null; true", signal, pgid),
+                  "signalling the server");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -144,9 +148,9 @@ std::expected<void, Error> signal_pids(Host& host, const std::vector<int>& pids,
 
 std::expected<std::string, Error> read_file_from(Host& host, const std::string& path, std::uint64_t offset,
                                                  std::size_t max_bytes) {
-  auto result = run_checked(host,
-                            fmt::format("tail -c +{} {} 2>/dev/null | head -c {}", offset + 1, shell_quote(path), max_bytes),
-                            "reading the log");
+  auto result = run_checked(
+      host, fmt::format("tail -c +{} {} 2>/dev/null | head -c {}", offset + 1, shell_quote(path), max_bytes),
+      "reading the log");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -158,10 +162,11 @@ std::expected<ServerPoll, Error> poll_server(Host& host, const RunFiles& files, 
   // The status follows the log bytes on a line of its own; the marker goes in as an
   // argument because printf takes a format that starts with "--" for an option.
   static constexpr std::string_view k_marker = "\n--specctl-status-- ";
-  std::string line = fmt::format("touch {} 2>/dev/null; tail -c +{} {} 2>/dev/null | head -c {}; "
-                                 "printf '\\n%s %s|%s\\n' '{}' \"$(cat {} 2>/dev/null)\" \"$(ps -o stat= -p {} 2>/dev/null)\"",
-                                 shell_quote(files.heartbeat()), log_offset + 1, shell_quote(files.log()), max_bytes,
-                                 k_marker.substr(1, k_marker.size() - 2), shell_quote(files.exit()), pid);
+  std::string line =
+      fmt::format("touch {} 2>/dev/null; tail -c +{} {} 2>/dev/null | head -c {}; "
+                  "printf '\\n%s %s|%s\\n' '{}' \"$(cat {} 2>/dev/null)\" \"$(ps -o stat= -p {} 2>/dev/null)\"",
+                  shell_quote(files.heartbeat()), log_offset + 1, shell_quote(files.log()), max_bytes,
+                  k_marker.substr(1, k_marker.size() - 2), shell_quote(files.exit()), pid);
   auto result = run_checked(host, line, "watching the server");
   if (!result) {
     return std::unexpected(result.error());
@@ -188,10 +193,11 @@ std::expected<ServerPoll, Error> poll_server(Host& host, const RunFiles& files, 
 }
 
 std::expected<std::string, Error> tag_of(Host& host, int pid) {
-  auto result = run_checked(host,
-                            fmt::format("tr '\\0' '\\n' 2>/dev/null < /proc/{}/environ | sed -n 's/^{}=//p' | head -n 1",
-                                        pid, k_tag_variable),
-                            "reading a process's tag");
+  auto result =
+      run_checked(host,
+                  fmt::format("tr '\\0' '\\n' 2>/dev/null < /proc/{}/environ | sed -n 's/^{}=//p' | head -n 1", pid,
+                              k_tag_variable),
+                  "reading a process's tag");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -203,9 +209,9 @@ std::expected<std::vector<int>, Error> find_tagged(Host& host, const std::string
   // One grep over every environment (-z: NUL-separated entries, -x: the whole entry), not
   // two processes per pid: a GPU node runs thousands, and teardown asks this in a loop.
   // -s: a process that ended since the glob is no error; no match is no error either.
-  std::string line = fmt::format(
-      "{{ grep -lszxF -e {} /proc/[0-9]*/environ || :; }} | sed -n 's,^/proc/\\([0-9]*\\)/environ$,\\1,p'",
-      shell_quote(needle));
+  std::string line =
+      fmt::format("{{ grep -lszxF -e {} /proc/[0-9]*/environ || :; }} | sed -n 's,^/proc/\\([0-9]*\\)/environ$,\\1,p'",
+                  shell_quote(needle));
   auto result = run_checked(host, line, "looking for tagged processes");
   if (!result) {
     return std::unexpected(result.error());
@@ -229,7 +235,8 @@ std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const st
     return out;
   }
   auto result = run_checked(
-      host, fmt::format("ps -o pid=,ppid=,pgid=,stat=,comm=,args= -p {} 2>/dev/null; true", util::join(ids, ",")), "ps");
+      host, fmt::format("ps -o pid=,ppid=,pgid=,stat=,comm=,args= -p {} 2>/dev/null; true", util::join(ids, ",")),
+      "ps");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -249,12 +256,12 @@ std::expected<std::vector<ProcessInfo>, Error> process_info(Host& host, const st
 
 std::expected<std::vector<PortSocket>, Error> port_sockets(Host& host, int port) {
   // Listening sockets (state 0A) on the port, then the processes holding each inode.
-  std::string line = fmt::format(
-      "inodes=$(awk 'NR>1 && $4==\"0A\" {{ split($2,a,\":\"); if (a[2]==\"{:04X}\") print $10 }}' "
-      "/proc/net/tcp /proc/net/tcp6 2>/dev/null); "
-      "for i in $inodes; do echo \"inode $i\"; "
-      "find /proc/[0-9]*/fd -lname \"socket:\\[$i\\]\" 2>/dev/null | cut -d/ -f3 | sort -un; done",
-      port);
+  std::string line =
+      fmt::format("inodes=$(awk 'NR>1 && $4==\"0A\" {{ split($2,a,\":\"); if (a[2]==\"{:04X}\") print $10 }}' "
+                  "/proc/net/tcp /proc/net/tcp6 2>/dev/null); "
+                  "for i in $inodes; do echo \"inode $i\"; "
+                  "find /proc/[0-9]*/fd -lname \"socket:\\[$i\\]\" 2>/dev/null | cut -d/ -f3 | sort -un; done",
+                  port);
   auto result = run_checked(host, line, "looking for the port's holder");
   if (!result) {
     return std::unexpected(result.error());
@@ -288,11 +295,11 @@ std::expected<std::vector<int>, Error> port_holders(Host& host, int port) {
 std::expected<void, Error> put_file(Host& host, const std::string& remote_path, std::string_view content) {
   auto dir = std::filesystem::path(remote_path).parent_path().string();
   auto temp = remote_path + ".tmp";
-  auto result = run_checked(host,
-                            fmt::format("mkdir -p {} && printf '%s' {} > {} && mv -f {} {}", shell_quote(dir),
-                                        shell_quote(content), shell_quote(temp), shell_quote(temp),
-                                        shell_quote(remote_path)),
-                            "writing a file");
+  auto result =
+      run_checked(host,
+                  fmt::format("mkdir -p {} && printf '%s' {} > {} && mv -f {} {}", shell_quote(dir),
+                              shell_quote(content), shell_quote(temp), shell_quote(temp), shell_quote(remote_path)),
+                  "writing a file");
   if (!result) {
     return std::unexpected(result.error());
   }
@@ -304,13 +311,12 @@ std::expected<void, Error> put_file(Host& host, const std::string& remote_path, 
 }
 
 std::expected<HostFacts, Error> host_facts(Host& host) {
-  auto result = run_checked(
-      host,
-      "hostname; uname -r; df -Pm \"$HOME\" 2>/dev/null | awk 'NR==2 {print $4}'; "
-      "if command -v nvidia-smi >/dev/null 2>&1; then "
-      "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; "
-      "nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\\([0-9.]*\\).*/cuda \\1/p'; fi",
-      "reading host facts");
+  auto result = run_checked(host,
+                            "hostname; uname -r; df -Pm \"$HOME\" 2>/dev/null | awk 'NR==2 {print $4}'; "
+                            "if command -v nvidia-smi >/dev/null 2>&1; then "
+                            "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; "
+                            "nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\\([0-9.]*\\).*/cuda \\1/p'; fi",
+                            "reading host facts");
   if (!result) {
     return std::unexpected(result.error());
   }

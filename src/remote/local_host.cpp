@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>

@@ -283,9 +283,9 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& t, const std::string& pro
     args.insert(args.end(), {"-F", *t.config_file});
   }
   add_login_options(t, args);
-  args.insert(args.end(), {"-o", "ControlMaster=auto", "-o",
-                           "ControlPath=" + option_value(escape_tokens(t.control_dir) + "/%C"), "-o",
-                           fmt::format("ControlPersist={}", std::chrono::seconds(k_control_persist).count())});
+  args.insert(args.end(),
+              {"-o", "ControlMaster=auto", "-o", "ControlPath=" + option_value(escape_tokens(t.control_dir) + "/%C"),
+               "-o", fmt::format("ControlPersist={}", std::chrono::seconds(k_control_persist).count())});
   if (!t.jumps.empty()) {
     // Taken verbatim to the end of the option: no quoting, only tokens.
     args.insert(args.end(), {"-o", "ProxyCommand=" + proxy_command(t, program)});

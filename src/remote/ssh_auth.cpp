@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <fstream>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -111,8 +111,8 @@ public:
       }
     }
     tried.push_back(count == 0 ? std::string(m_target.identities_only ? "ssh-agent (holds none of the IdentityFiles, "
-                                                                         "and IdentitiesOnly is set)"
-                                                                       : "ssh-agent (holds no keys)")
+                                                                        "and IdentitiesOnly is set)"
+                                                                      : "ssh-agent (holds no keys)")
                                : fmt::format("ssh-agent ({} keys, all refused)", count));
     return 0;
   }

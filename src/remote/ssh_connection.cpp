@@ -132,8 +132,8 @@ ssize_t recv_callback(libssh2_socket_t fd, void* buffer, size_t length, int flag
 }
 
 util::Duration send_stall_limit(const SshTarget& target) {
-  return std::max({std::max(1, target.keepalive_count) * target.keepalive, target.connect_timeout,
-                   k_min_send_stall_limit});
+  return std::max(
+      {std::max(1, target.keepalive_count) * target.keepalive, target.connect_timeout, k_min_send_stall_limit});
 }
 
 ConnectFailure timed_out(const SshTarget& target, std::string_view during) {
@@ -153,7 +153,6 @@ void tune_socket(int fd, const SshTarget& target) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &limit, sizeof limit);
   }
 }
-
 
 } // namespace
 

@@ -107,7 +107,6 @@ std::expected<Connection, ConnectFailure> establish(const SshTarget& target, Rou
 std::expected<util::UniqueFd, ConnectFailure> connect_tcp(const SshTarget& target, Clock::time_point deadline,
                                                           const StopSignal& stop);
 
-
 enum class WaitResult { ready, timed_out, stopped };
 
 // Waits until the session's socket can make progress in the direction libssh2

@@ -303,7 +303,7 @@ void ExecOp::connection_lost(const std::string& why) {
     }
     settle(std::unexpected(Error(fmt::format("{}: could not start {}: the connection dropped {} times ({})", m_where,
                                              brief(m_command_line), m_connections_lost, why),
-                                       ErrorKind::unreachable)));
+                                 ErrorKind::unreachable)));
     m_stage = Stage::done;
     return;
   }

@@ -63,21 +63,21 @@ std::expected<void, Error> SshHost::write_file(const std::string& path, std::str
                                                util::Duration timeout) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const std::string temp = path + ".part";
-  auto ran = m_loop->exec(fmt::format("mkdir -p {0} && cat > {1} && mv -f {1} {2}",
-                                      util::shell_quote(dir.empty() ? "." : dir), util::shell_quote(temp),
-                                      util::shell_quote(path)),
-                          timeout, std::string(bytes));
+  auto ran =
+      m_loop->exec(fmt::format("mkdir -p {0} && cat > {1} && mv -f {1} {2}", util::shell_quote(dir.empty() ? "." : dir),
+                               util::shell_quote(temp), util::shell_quote(path)),
+                   timeout, std::string(bytes));
   if (!ran) {
     return std::unexpected(ran.error());
   }
   if (ran->timed_out) {
-    return std::unexpected(Error(fmt::format("{}: writing {} timed out after {}", describe(), path,
-                                             util::format_duration(timeout)),
-                                 ErrorKind::timed_out));
+    return std::unexpected(
+        Error(fmt::format("{}: writing {} timed out after {}", describe(), path, util::format_duration(timeout)),
+              ErrorKind::timed_out));
   }
   if (ran->exit_code != 0) {
-    return std::unexpected(Error(fmt::format("{}: cannot write {}: {}", describe(), path,
-                                             ran->err.substr(0, ran->err.find('\n')))));
+    return std::unexpected(
+        Error(fmt::format("{}: cannot write {}: {}", describe(), path, ran->err.substr(0, ran->err.find('\n')))));
   }
   return {};
 }

@@ -79,7 +79,8 @@ int poll_ms(Clock::time_point now, Clock::time_point until) {
 } // namespace
 
 SshLoop::SshLoop(SshTarget target, std::unique_ptr<ssh::Route> route, ssh::Connection connection)
-    : m_target(std::move(target)), m_route(std::move(route)), m_where(m_target.describe()), m_wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    : m_target(std::move(target)), m_route(std::move(route)), m_where(m_target.describe()),
+      m_wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!m_wake) {
     throw Error(fmt::format("{}: cannot create an eventfd: {}", m_where, std::strerror(errno)));
   }
@@ -186,7 +187,7 @@ std::expected<int, Error> SshLoop::open_tunnel(const std::string& target_host, i
 }
 
 std::expected<util::UniqueFd, Error> SshLoop::open_stream(const std::string& target_host, int target_port,
-                                                         util::Duration timeout) {
+                                                          util::Duration timeout) {
   auto fail = [&](std::string why, ErrorKind kind = ErrorKind::failed) {
     return std::unexpected(
         Error(fmt::format("{}: cannot forward to {}:{}: {}", m_where, target_host, target_port, why), kind));
@@ -314,7 +315,7 @@ void SshLoop::reconnect() {
                                 m_where, m_lost_why, attempt, attempt == 1 ? "" : "s", util::format_duration(took),
                                 strip_prefix(last->error.what(), m_where + ": ")),
                     last->retry == ssh::Retry::yes && last->error.kind() == ErrorKind::failed ? ErrorKind::unreachable
-                                                                                      : last->error.kind()));
+                                                                                              : last->error.kind()));
 }
 
 void SshLoop::service() {

@@ -145,8 +145,8 @@ public:
 
   std::expected<Stream, ConnectFailure> open(const SshTarget& target, Clock::time_point, const StopSignal&) override {
     auto fail = [&](std::string why) {
-      return std::unexpected(
-          ConnectFailure{Error(fmt::format("{}: cannot run ProxyCommand \"{}\": {}", target.describe(), m_command, why))});
+      return std::unexpected(ConnectFailure{
+          Error(fmt::format("{}: cannot run ProxyCommand \"{}\": {}", target.describe(), m_command, why))});
     };
     int pair[2] = {-1, -1};
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {

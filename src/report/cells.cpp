@@ -65,7 +65,9 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-std::string percent(std::optional<double> value) { return value ? fmt::format("{:+.1f}%", *value) : "-"; }
+std::string percent(std::optional<double> value) {
+  return value ? fmt::format("{:+.1f}%", *value) : "-";
+}
 
 std::string crossover_text(const LevelsTable& table, const Crossover& crossover) {
   const auto& runs = crossover.runs;
@@ -210,8 +212,9 @@ std::string sources_text(const SingleStreamTable& table) {
     tokens.emplace_back(token_source_text(row.sources.tokens), row.variant);
     most = std::max(most, row.tok_s ? row.tok_s->n : 0);
   }
-  return sources_line(accept, tokens,
-                      fmt::format("tok/s is the mean of each variant's successful runs (n, up to {}), one request each", most));
+  return sources_line(
+      accept, tokens,
+      fmt::format("tok/s is the mean of each variant's successful runs (n, up to {}), one request each", most));
 }
 
 std::string sources_text(const LevelsTable& table) {
@@ -284,11 +287,12 @@ const std::vector<std::pair<std::string, std::string>>& glossary() {
 }
 
 std::string verdict_line(const Report& report) {
-  auto ok = std::count_if(report.variants.begin(), report.variants.end(), [](const auto& v) { return v.status == "ok"; });
-  auto met = std::count_if(report.expectations.begin(), report.expectations.end(),
-                           [](const auto& e) { return e.reproduced; });
-  std::string out = fmt::format("{}: {}/{} variants ok", report.passed() ? "passed" : "FAILED", ok,
-                                report.variants.size());
+  auto ok =
+      std::count_if(report.variants.begin(), report.variants.end(), [](const auto& v) { return v.status == "ok"; });
+  auto met =
+      std::count_if(report.expectations.begin(), report.expectations.end(), [](const auto& e) { return e.reproduced; });
+  std::string out =
+      fmt::format("{}: {}/{} variants ok", report.passed() ? "passed" : "FAILED", ok, report.variants.size());
   if (!report.expectations.empty()) {
     out += fmt::format(", {}/{} expectations reproduced", met, report.expectations.size());
   }
@@ -299,7 +303,9 @@ std::string tok_s_cell(const SingleStreamRow& row) {
   return fixed(row.tok_s ? std::optional(row.tok_s->mean) : std::nullopt, 1);
 }
 
-std::string tok_s_cell(const LevelFigures& level) { return spread_text(level.tok_s) + failed_text(level.counts); }
+std::string tok_s_cell(const LevelFigures& level) {
+  return spread_text(level.tok_s) + failed_text(level.counts);
+}
 
 std::string slo_text(const Slo& slo) {
   std::vector<std::string> bounds;
@@ -327,7 +333,9 @@ std::string search_text(const SloSearchFigures& search) {
   return fmt::format("highest rate meeting the SLO: {:g} req/s (missed at {:g})", *search.max_rate, *search.missed_at);
 }
 
-std::string metric_cell(std::optional<double> value) { return value ? fmt::format("{:.4g}", *value) : "-"; }
+std::string metric_cell(std::optional<double> value) {
+  return value ? fmt::format("{:.4g}", *value) : "-";
+}
 
 } // namespace specctl::report::detail
 

@@ -29,8 +29,7 @@ const VariantRow* find_variant(const Report& r, const std::string& name) {
   return nullptr;
 }
 
-template <typename Table>
-const Table* find_table(const std::vector<Table>& tables, const std::string& benchmark) {
+template <typename Table> const Table* find_table(const std::vector<Table>& tables, const std::string& benchmark) {
   for (const auto& t : tables) {
     if (t.benchmark == benchmark) {
       return &t;
@@ -115,7 +114,9 @@ std::string energy_spread_text(const std::optional<Spread>& s) {
   return s ? fmt::format("{:.2f} ± {:.2f} ({})", s->mean, s->stdev, s->n) : "-";
 }
 
-std::optional<double> mean_of(const std::optional<Spread>& s) { return s ? std::optional(s->mean) : std::nullopt; }
+std::optional<double> mean_of(const std::optional<Spread>& s) {
+  return s ? std::optional(s->mean) : std::nullopt;
+}
 
 // How many figures got `verdict`: tok/s, or tok/J with `energy`; nullopt for tok/J when no side was sampled.
 std::optional<int> count_verdicts(const Comparison& c, Verdict verdict, bool energy = false) {
@@ -179,7 +180,9 @@ std::string regression_text(const VariantChange& v) {
 
 } // namespace
 
-bool Comparison::regressed() const { return std::any_of(variants.begin(), variants.end(), variant_regressed); }
+bool Comparison::regressed() const {
+  return std::any_of(variants.begin(), variants.end(), variant_regressed);
+}
 
 Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
   Comparison c;
@@ -425,12 +428,12 @@ std::string compare_csv(const Comparison& c) {
     for (const auto& l : v.levels) {
       auto b = part(l.before_tok_s);
       auto a = part(l.after_tok_s);
-      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "output_tok_s",
-            b[0], b[1], b[2], a[0], a[1], a[2], num(l.change ? std::optional(l.change->value) : std::nullopt),
-            num(l.change ? l.change->low : std::nullopt), num(l.change ? l.change->high : std::nullopt),
-            std::string(verdict_name(l.verdict))});
-      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level), "ttft_p99_ms",
-            num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
+      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level),
+            "output_tok_s", b[0], b[1], b[2], a[0], a[1], a[2],
+            num(l.change ? std::optional(l.change->value) : std::nullopt), num(l.change ? l.change->low : std::nullopt),
+            num(l.change ? l.change->high : std::nullopt), std::string(verdict_name(l.verdict))});
+      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level),
+            "ttft_p99_ms", num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
       energy_line(v, l.benchmark, detail::level_label(l.rate, l.level), l.tok_per_j);
     }
   }
@@ -452,22 +455,31 @@ std::string compare_json(const Comparison& c) {
                  {"verdict", detail::energy_verdict_name(e.verdict)},
                  {"why", e.why}};
   };
-  ojson out = {{"format", "specctl-comparison"}, {"version", 2},           {"experiment", c.experiment},
-               {"before", c.before_dir},          {"after", c.after_dir},   {"regressed", c.regressed()},
-               {"notes", c.notes},                {"variants", ojson::array()}};
+  ojson out = {{"format", "specctl-comparison"},
+               {"version", 2},
+               {"experiment", c.experiment},
+               {"before", c.before_dir},
+               {"after", c.after_dir},
+               {"regressed", c.regressed()},
+               {"notes", c.notes},
+               {"variants", ojson::array()}};
   for (const auto& v : c.variants) {
-    ojson j = {{"variant", v.variant},     {"before_status", v.before_status}, {"after_status", v.after_status},
-               {"regressed", variant_regressed(v)}, {"single_stream", ojson::array()}, {"levels", ojson::array()}};
+    ojson j = {{"variant", v.variant},
+               {"before_status", v.before_status},
+               {"after_status", v.after_status},
+               {"regressed", variant_regressed(v)},
+               {"single_stream", ojson::array()},
+               {"levels", ojson::array()}};
     for (const auto& s : v.single_stream) {
-      j["single_stream"].push_back(
-          {{"benchmark", s.benchmark},
-           {"before", spread(s.before)},
-           {"after", spread(s.after)},
-           {"change", s.change ? ojson{{"value", s.change->value}, {"ci95_low", num(s.change->low)},
-                                       {"ci95_high", num(s.change->high)}}
-                               : ojson(nullptr)},
-           {"verdict", verdict_name(s.verdict)},
-           {"why", s.why}});
+      j["single_stream"].push_back({{"benchmark", s.benchmark},
+                                    {"before", spread(s.before)},
+                                    {"after", spread(s.after)},
+                                    {"change", s.change ? ojson{{"value", s.change->value},
+                                                                {"ci95_low", num(s.change->low)},
+                                                                {"ci95_high", num(s.change->high)}}
+                                                        : ojson(nullptr)},
+                                    {"verdict", verdict_name(s.verdict)},
+                                    {"why", s.why}});
       if (s.tok_per_j.sampled) {
         j["single_stream"].back()["tok_per_j"] = energy(s.tok_per_j);
       }
@@ -478,7 +490,8 @@ std::string compare_json(const Comparison& c) {
                              {"level", l.level},
                              {"before_tok_s", spread(l.before_tok_s)},
                              {"after_tok_s", spread(l.after_tok_s)},
-                             {"change", l.change ? ojson{{"value", l.change->value}, {"ci95_low", num(l.change->low)},
+                             {"change", l.change ? ojson{{"value", l.change->value},
+                                                         {"ci95_low", num(l.change->low)},
                                                          {"ci95_high", num(l.change->high)}}
                                                  : ojson(nullptr)},
                              {"verdict", verdict_name(l.verdict)},

@@ -12,9 +12,7 @@
 
 namespace specctl::report::detail {
 
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 std::vector<ExpectationRow> expectation_rows(const RunData& data, const Report& report) {
   std::vector<ExpectationRow> out;

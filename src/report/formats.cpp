@@ -15,7 +15,9 @@ using ojson = nlohmann::ordered_json;
 
 // ---- CSV: one tidy table, RFC 4180 quoting.
 
-std::string csv_number(std::optional<double> value) { return value ? fmt::format("{:.6g}", *value) : ""; }
+std::string csv_number(std::optional<double> value) {
+  return value ? fmt::format("{:.6g}", *value) : "";
+}
 
 struct CsvRow {
   std::string section, variant, status, benchmark, level, metric;
@@ -58,7 +60,7 @@ std::string csv_line(const CsvRow& r) {
 }
 
 CsvRow csv_row(std::string section, std::string variant, std::string status, std::string benchmark, std::string level,
-              std::string metric, std::optional<double> value) {
+               std::string metric, std::optional<double> value) {
   CsvRow row;
   row.section = std::move(section);
   row.variant = std::move(variant);
@@ -152,7 +154,8 @@ ojson ratio_json(const std::optional<Ratio>& ratio) {
   if (!ratio) {
     return nullptr;
   }
-  return {{"value", ratio->value}, {"ci95_low", optional_number(ratio->low)}, {"ci95_high", optional_number(ratio->high)}};
+  return {
+      {"value", ratio->value}, {"ci95_low", optional_number(ratio->low)}, {"ci95_high", optional_number(ratio->high)}};
 }
 
 ojson spread_json(const std::optional<Spread>& spread) {
@@ -222,8 +225,8 @@ std::string to_csv(const Report& r) {
   }
   for (const auto& t : r.single_stream) {
     for (const auto& row : t.rows) {
-      CsvRow c = csv_row("single_stream", row.variant, detail::status_of(r, row.variant), t.benchmark, "", "output_tok_s",
-                         std::nullopt);
+      CsvRow c = csv_row("single_stream", row.variant, detail::status_of(r, row.variant), t.benchmark, "",
+                         "output_tok_s", std::nullopt);
       put_spread(c, row.tok_s);
       put_judgement(c, row.speedup, row.verdict, row.why, row.counts);
       out += csv_line(c);
@@ -243,8 +246,8 @@ std::string to_csv(const Report& r) {
     for (const auto& row : t.rows) {
       for (std::size_t i = 0; i < t.levels.size(); ++i) {
         const auto& f = row.levels[i];
-        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, detail::status_of(r, row.variant), t.benchmark,
-                              t.label(i), "", std::nullopt);
+        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, detail::status_of(r, row.variant),
+                              t.benchmark, t.label(i), "", std::nullopt);
         CsvRow tok = base;
         tok.metric = "output_tok_s";
         put_spread(tok, f.tok_s);
@@ -270,7 +273,8 @@ std::string to_csv(const Report& r) {
   for (const auto& t : r.commands) {
     for (const auto& [variant, values] : t.rows) {
       for (std::size_t i = 0; i < t.metrics.size(); ++i) {
-        out += csv_line(csv_row("command", variant, detail::status_of(r, variant), t.benchmark, "", t.metrics[i], values[i]));
+        out += csv_line(
+            csv_row("command", variant, detail::status_of(r, variant), t.benchmark, "", t.metrics[i], values[i]));
       }
     }
   }
@@ -301,7 +305,8 @@ std::string to_csv(const Report& r) {
     out += csv_line(c);
   }
   for (const auto& e : r.expectations) {
-    CsvRow c = csv_row("expectation", e.variant, detail::status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
+    CsvRow c =
+        csv_row("expectation", e.variant, detail::status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
     c.expected = e.expected;
     c.tolerance_pct = e.tolerance_pct;
     c.delta_pct = e.delta_pct;
@@ -393,9 +398,8 @@ std::string to_json(const Report& r) {
       }
       ojson runs = ojson::array();
       for (const auto& run : row.crossover.runs) {
-        runs.push_back({{"verdict", verdict_name(run.verdict)},
-                        {"from", t.levels[run.first]},
-                        {"to", t.levels[run.last]}});
+        runs.push_back(
+            {{"verdict", verdict_name(run.verdict)}, {"from", t.levels[run.first]}, {"to", t.levels[run.last]}});
       }
       rows.push_back({{"variant", row.variant},
                       {"levels", levels},

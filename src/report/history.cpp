@@ -1,6 +1,6 @@
 #include <specctl/report/history.hpp>
-#include <specctl/util/bounded_read.hpp>
 #include <specctl/report/results.hpp>
+#include <specctl/util/bounded_read.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,8 @@ experiment::History read_history(const std::string& experiment, const std::files
       continue;
     }
     // Only runs of the same experiment: a sibling folder may hold anything.
-    auto text = util::read_regular_file(ResultPaths{entry.path()}.run_info(), util::k_max_result_bytes, "a result file");
+    auto text =
+        util::read_regular_file(ResultPaths{entry.path()}.run_info(), util::k_max_result_bytes, "a result file");
     auto info = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (dig(info, {"experiment"}) == experiment) {
       runs.push_back(entry.path());

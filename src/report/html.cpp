@@ -123,7 +123,8 @@ private:
       return;
     }
     const auto& t = *m_report.tuning;
-    m_out += "<h2>Tuning</h2>\n<p>" + escape(fmt::format("{} of {} configurations measured; {}.", t.trials, t.grid, t.stopped)) +
+    m_out += "<h2>Tuning</h2>\n<p>" +
+             escape(fmt::format("{} of {} configurations measured; {}.", t.trials, t.grid, t.stopped)) +
              "</p>\n<p><strong>Recommendation:</strong> " + escape(t.recommendation) + "</p>\n";
     if (!t.crossover.empty()) {
       m_out += "<p><strong>Crossover:</strong> " + escape(t.crossover) + "</p>\n";
@@ -214,7 +215,8 @@ private:
         stdev = present(row.tok_s->stdev);
         tok_s = num(mean, 1) + " \u00b1 " + num(stdev.value_or(0), 1) + " (" + std::to_string(row.tok_s->n) + ")";
       }
-      const std::string failed = row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-";
+      const std::string failed =
+          row.counts.requests > 0 ? fmt::format("{}/{}", row.counts.failed, row.counts.requests) : "-";
       const std::string verdict(verdict_name(row.verdict));
       m_out += "<tr>" + variant_cell(row.variant) + td(tok_s, "num") +
                td(failed, row.counts.failed > 0 ? "num bad" : "num") +
@@ -276,7 +278,7 @@ private:
         m_out += "<tr class=\"speedup\"><td>speedup</td>";
         for (const auto& figures : row.levels) {
           // Colour only where there is a verdict: one sample, noise or failures leave the ratio grey.
-          const std::string css = figures.verdict == Verdict::faster  ? "num good"
+          const std::string css = figures.verdict == Verdict::faster   ? "num good"
                                   : figures.verdict == Verdict::slower ? "num bad"
                                                                        : "num";
           const std::string verdict = detail::verdict_text(figures.verdict, figures.why);
@@ -489,10 +491,9 @@ private:
       return;
     }
     // Which variant's requests these are, and how far they stand for the others.
-    std::string caption =
-        fmt::format("{} of all {} completed requests of {}, as {} ran them, in bins of {} token{}", what,
-                    histogram->requests, lengths.benchmark, lengths.variant, short_number(histogram->width),
-                    histogram->width == 1 ? "" : "s");
+    std::string caption = fmt::format("{} of all {} completed requests of {}, as {} ran them, in bins of {} token{}",
+                                      what, histogram->requests, lengths.benchmark, lengths.variant,
+                                      short_number(histogram->width), histogram->width == 1 ? "" : "s");
     if (!lengths.same.empty()) {
       caption += "; the same in " + util::join(lengths.same, ", ");
     }

@@ -55,7 +55,9 @@ Judgement judge(const std::optional<Spread>& a, const std::optional<Spread>& b, 
   const Ratio& r = *out.ratio;
   if (!r.low || !r.high) {
     out.verdict = Verdict::one_sample;
-    out.why = fmt::format("one sample {}: no interval, no verdict", a->n < 2 && b->n < 2 ? "a side" : a->n < 2 ? "here" : "in the baseline");
+    out.why = fmt::format("one sample {}: no interval, no verdict", a->n < 2 && b->n < 2 ? "a side"
+                                                                    : a->n < 2           ? "here"
+                                                                                         : "in the baseline");
     return out;
   }
   out.verdict = *r.low > 1.0 ? Verdict::faster : *r.high < 1.0 ? Verdict::slower : Verdict::inconclusive;

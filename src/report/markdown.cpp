@@ -14,11 +14,10 @@ using util::Align;
 using util::TextTable;
 
 std::string variants_section(const Report& r) {
-  TextTable table({{"variant"}, {"status"}, {"host"}, {"load s", Align::right}, {"accept len", Align::right},
-                   {"reason"}});
+  TextTable table(
+      {{"variant"}, {"status"}, {"host"}, {"load s", Align::right}, {"accept len", Align::right}, {"reason"}});
   for (const auto& v : r.variants) {
-    table.add_row({v.name, v.status, v.host.empty() ? "-" : v.host,
-                   fixed(v.load_s, 1), fixed(v.accept_length, 2),
+    table.add_row({v.name, v.status, v.host.empty() ? "-" : v.host, fixed(v.load_s, 1), fixed(v.accept_length, 2),
                    v.reason.empty() && !v.repeat_of.empty() ? fmt::format("A/A: repeats {}", v.repeat_of) : v.reason});
   }
   return "## Variants\n\n" + table.markdown();
@@ -132,8 +131,7 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
   std::string out = fmt::format("## {} ({})\n\n{}\n\n", t.benchmark, t.rate ? "request rate" : "concurrency", t.spec);
   out += level_grid(
       t, t.repeats > 1 ? "Output tok/s (mean ± stdev over repeats)" : "Output tok/s",
-      [](const LevelFigures& f) { return detail::tok_s_cell(f); },
-      !r.baseline.empty());
+      [](const LevelFigures& f) { return detail::tok_s_cell(f); }, !r.baseline.empty());
   if (!r.baseline.empty()) {
     out += level_grid(
         t, fmt::format("Speedup vs {} [95% CI], verdict", r.baseline),
@@ -149,10 +147,10 @@ std::string levels_section(const Report& r, const LevelsTable& t) {
   auto pair = [](std::optional<double> p50, std::optional<double> p99, int decimals) {
     return p50 || p99 ? fixed(p50, decimals) + " / " + fixed(p99, decimals) : std::string("-");
   };
-  out += level_grid(t, "TTFT p50 / p99 ms",
-                    [&](const LevelFigures& f) { return pair(f.ttft_p50_ms, f.ttft_p99_ms, 1); });
-  out += level_grid(t, "TPOT p50 / p99 ms",
-                    [&](const LevelFigures& f) { return pair(f.tpot_p50_ms, f.tpot_p99_ms, 2); });
+  out +=
+      level_grid(t, "TTFT p50 / p99 ms", [&](const LevelFigures& f) { return pair(f.ttft_p50_ms, f.ttft_p99_ms, 1); });
+  out +=
+      level_grid(t, "TPOT p50 / p99 ms", [&](const LevelFigures& f) { return pair(f.tpot_p50_ms, f.tpot_p99_ms, 2); });
   if (!t.slo.empty()) {
     out +=
         level_grid(t, fmt::format("Goodput req/s: requests meeting the SLO ({}) per second", detail::slo_text(t.slo)),

@@ -108,14 +108,13 @@ std::string noise_note(const RunData& data, const Report& r) {
       widest = &row;
     }
   }
-  std::string drift = widest == nullptr ? "no tok/s figure on both sides"
-                                        : fmt::format("output tok/s moved {:+.1f}% ({}{}{})", *widest->difference_pct,
-                                                      widest->benchmark, widest->level.empty() ? "" : " ",
-                                                      widest->level);
+  std::string drift = widest == nullptr
+                          ? "no tok/s figure on both sides"
+                          : fmt::format("output tok/s moved {:+.1f}% ({}{}{})", *widest->difference_pct,
+                                        widest->benchmark, widest->level.empty() ? "" : " ", widest->level);
   return fmt::format("noise: \"{}\" measured the baseline \"{}\" again{}; {} at most; a difference within the A/A "
                      "one is inconclusive",
                      r.repeat, r.baseline, when, drift);
 }
-
 
 } // namespace specctl::report::detail

@@ -2,10 +2,10 @@
 
 #include "build_parts.hpp"
 #include "cells.hpp"
+#include "json_fields.hpp"
 #include "noise.hpp"
 #include "tuning.hpp"
 #include "workload.hpp"
-#include "json_fields.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -50,7 +50,8 @@ struct BenchmarkInfo {
 std::vector<BenchmarkInfo> benchmarks_of(const RunData& data) {
   std::vector<BenchmarkInfo> out;
   for (const auto& b : array_at(data.experiment, {"benchmarks"})) {
-    BenchmarkInfo info{json_text(dig(b, {"name"})), json_text(dig(b, {"kind"})), json_text(dig(b, {"description"})), {}, 1, {}, 0};
+    BenchmarkInfo info{
+        json_text(dig(b, {"name"})), json_text(dig(b, {"kind"})), json_text(dig(b, {"description"})), {}, 1, {}, 0};
     for (const auto& key : {"levels", "rates"}) {
       for (const auto& level : array_at(b, {key})) {
         if (auto v = json_number(level)) {
@@ -315,8 +316,9 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
     LevelsRow row{name, sets[name].levels, {}, std::nullopt};
     if (const json* b = detail::benchmark_entry(data, name, info.name)) {
       if (const auto& found = dig(*b, {"slo_search"}); found.is_object()) {
-        row.search = SloSearchFigures{json_number(dig(found, {"max_rate"})), json_number(dig(found, {"missed_at"})),
-                                      static_cast<int>(array_at(found, {"steps"}).size()), json_text(dig(found, {"why"}))};
+        row.search =
+            SloSearchFigures{json_number(dig(found, {"max_rate"})), json_number(dig(found, {"missed_at"})),
+                             static_cast<int>(array_at(found, {"steps"}).size()), json_text(dig(found, {"why"}))};
       }
     }
     const std::string& refusal = sets[name].refusal;
@@ -336,8 +338,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
         f.why = "not measured at this level";
         continue;
       }
-      auto j = judged(f.tok_s, base->levels[i].tok_s, refusal, base->refusal,
-                      name == repeat ? std::nullopt : noise[i]);
+      auto j = judged(f.tok_s, base->levels[i].tok_s, refusal, base->refusal, name == repeat ? std::nullopt : noise[i]);
       f.speedup = j.ratio;
       f.verdict = name == repeat ? Verdict::repeat : j.verdict;
       f.why = name == repeat && j.verdict != Verdict::not_measured ? "" : j.why;
@@ -385,8 +386,8 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
   if (it == data.results.end()) {
     auto damage = data.damaged.find(name);
     row.status = damage != data.damaged.end() ? "damaged" : "not run";
-    row.reason = damage != data.damaged.end() ? damage->second
-                                              : "no result: the run stopped before this variant finished";
+    row.reason =
+        damage != data.damaged.end() ? damage->second : "no result: the run stopped before this variant finished";
     return row;
   }
   const json& r = it->second;
@@ -457,7 +458,9 @@ const VariantRow* Report::find_variant(const std::string& name) const {
   return nullptr;
 }
 
-std::string LevelsTable::label(std::size_t i) const { return detail::level_label(rate, levels.at(i)); }
+std::string LevelsTable::label(std::size_t i) const {
+  return detail::level_label(rate, levels.at(i));
+}
 
 bool Report::has_telemetry() const {
   return std::any_of(variants.begin(), variants.end(), [](const auto& v) { return v.telemetry.has_value(); });
@@ -518,8 +521,8 @@ Report build_report(const RunData& data, const ReportOptions& options) {
   }
   for (const auto& v : report.variants) {
     if (v.name == baseline && v.status != "ok") {
-      report.notes.push_back(fmt::format("the baseline \"{}\" did not finish ({}): speedups only where it measured",
-                                         baseline, v.status));
+      report.notes.push_back(
+          fmt::format("the baseline \"{}\" did not finish ({}): speedups only where it measured", baseline, v.status));
     }
   }
   auto not_run = std::count_if(report.variants.begin(), report.variants.end(),

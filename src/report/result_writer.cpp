@@ -61,9 +61,13 @@ ResultWriter::ResultWriter(const Start& start) {
   m_doc["warnings"] = ordered::array();
 }
 
-void ResultWriter::phase(const std::string& name, double seconds) { m_doc["phases"][name] = seconds; }
+void ResultWriter::phase(const std::string& name, double seconds) {
+  m_doc["phases"][name] = seconds;
+}
 
-void ResultWriter::benchmark(const std::string& name, ordered entry) { m_doc["benchmarks"][name] = std::move(entry); }
+void ResultWriter::benchmark(const std::string& name, ordered entry) {
+  m_doc["benchmarks"][name] = std::move(entry);
+}
 
 void ResultWriter::flag(std::string text) {
   if (!m_doc["flags"].is_array()) {
@@ -133,7 +137,8 @@ void fail_on_failed_requests(ordered& result, double max_failed_pct) {
   std::string message = failed_why + ": not measured";
   result["status"] = "failed";
   result["reason"] = fmt::format("bench {}: {}", *failed, message);
-  result["failure"] = {{"phase", "bench " + *failed}, {"kind", error_kind_name(ErrorKind::failed)}, {"message", message}};
+  result["failure"] = {
+      {"phase", "bench " + *failed}, {"kind", error_kind_name(ErrorKind::failed)}, {"message", message}};
 }
 
 } // namespace specctl::report

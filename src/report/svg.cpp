@@ -13,7 +13,9 @@ namespace specctl::report::svg {
 
 using namespace parts;
 
-std::string escape(std::string_view text) { return detail::xml_escape(text); }
+std::string escape(std::string_view text) {
+  return detail::xml_escape(text);
+}
 
 std::string fixed(double value, int decimals) {
   std::string out = fmt::format("{:.{}f}", value, decimals);

@@ -5,8 +5,8 @@
 
 #include "build_parts.hpp"
 #include "cells.hpp"
-#include "workload.hpp"
 #include "json_fields.hpp"
+#include "workload.hpp"
 
 #include <specctl/bench/stats.hpp>
 #include <specctl/report/results.hpp>

@@ -17,7 +17,9 @@ namespace {
 // Longest piece of a non-number quoted in a problem.
 constexpr std::size_t k_quote_limit = 60;
 
-std::string clip(std::string_view text) { return util::clip(text, k_quote_limit); }
+std::string clip(std::string_view text) {
+  return util::clip(text, k_quote_limit);
+}
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';

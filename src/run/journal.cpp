@@ -22,7 +22,8 @@ bool ends_whole(const std::filesystem::path& path) {
 
 util::AppendFile open_or_throw(const std::filesystem::path& dir) {
   auto path = dir / Journal::k_file_name;
-  if (auto ok = util::check_regular_file(path, util::k_max_journal_bytes, "a journal"); !ok && ok.error().error != ENOENT) {
+  if (auto ok = util::check_regular_file(path, util::k_max_journal_bytes, "a journal");
+      !ok && ok.error().error != ENOENT) {
     throw Error(fmt::format("{}: cannot keep the journal: {}", path.string(), ok.error().reason), ErrorKind::bad_input);
   }
   bool torn = !ends_whole(path);

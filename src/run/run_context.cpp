@@ -14,8 +14,8 @@ bool sleep_or_stop(util::Duration duration, const std::atomic<bool>* stop) {
     if (stop != nullptr && stop->load()) {
       return true;
     }
-    std::this_thread::sleep_for(std::min<util::Duration>(k_stop_poll, std::chrono::duration_cast<util::Duration>(
-                                                                          end - std::chrono::steady_clock::now())));
+    std::this_thread::sleep_for(std::min<util::Duration>(
+        k_stop_poll, std::chrono::duration_cast<util::Duration>(end - std::chrono::steady_clock::now())));
   }
   return stop != nullptr && stop->load();
 }

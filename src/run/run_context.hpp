@@ -56,7 +56,8 @@ public:
       if (const auto* machine = experiment::machine_of(m_experiment, name)) {
         spec = *machine;
       } else if (!name.empty() && name != "local") {
-        return std::unexpected(Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
+        return std::unexpected(
+            Error(fmt::format("no host named \"{}\" in the experiment", name), ErrorKind::bad_input));
       }
     }
     auto host = experiment::connect_host(spec);
@@ -98,9 +99,8 @@ public:
     m_doc["format"] = "specctl-provenance";
     m_doc["version"] = report::k_results_version;
     m_doc["specctl_version"] = SPECCTL_VERSION;
-    m_doc["experiment"] = {{"name", experiment.name},
-                           {"file", experiment.file},
-                           {"content_hash", experiment.content_hash}};
+    m_doc["experiment"] = {
+        {"name", experiment.name}, {"file", experiment.file}, {"content_hash", experiment.content_hash}};
     if (!m_doc.contains("hosts")) {
       m_doc["hosts"] = nlohmann::json::object();
     }

@@ -195,8 +195,8 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
   const std::string& name = variant.name;
   if (auto damage = report::result_damage(paths, name)) {
     auto aside = paths.result(name);
-    aside += fmt::format(".damaged-{:%Y%m%d-%H%M%S}", fmt::localtime(std::chrono::system_clock::to_time_t(
-                                                        std::chrono::system_clock::now())));
+    aside += fmt::format(".damaged-{:%Y%m%d-%H%M%S}",
+                         fmt::localtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
     std::error_code ec;
     std::filesystem::rename(paths.result(name), aside, ec);
     display.message(name, Severity::warning,
@@ -272,11 +272,12 @@ std::vector<std::string> plan_lines(const experiment::Experiment& experiment, co
                    spec->second.kind == experiment::HostKind::slurm || !spec->second.slots.empty());
     // A long sweep names its first variants, not a line of hundreds of kilobytes.
     constexpr std::size_t k_named = 12;
-    std::string listed = names.size() <= k_named
-                             ? util::join(names, ", ")
-                             : fmt::format("{}, ... and {} more",
-                                           util::join(std::vector<std::string>(names.begin(), names.begin() + k_named), ", "),
-                                           names.size() - k_named);
+    std::string listed =
+        names.size() <= k_named
+            ? util::join(names, ", ")
+            : fmt::format("{}, ... and {} more",
+                          util::join(std::vector<std::string>(names.begin(), names.begin() + k_named), ", "),
+                          names.size() - k_named);
     lines.push_back(fmt::format("on {}{}: {}", host, spread ? " (" + spec->second.describe() + ")" : "", listed));
   }
   for (const auto& b : experiment.benchmarks) {
@@ -328,8 +329,8 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   std::vector<const experiment::PlannedVariant*> selected;
   for (const auto& planned : plan.variants) {
     const auto& name = planned.variant->name;
-    const bool listed = !options.variants || std::find(options.variants->begin(), options.variants->end(), name) !=
-                                                 options.variants->end();
+    const bool listed = !options.variants ||
+                        std::find(options.variants->begin(), options.variants->end(), name) != options.variants->end();
     if (listed && (!options.only || util::glob_match(*options.only, name))) {
       selected.push_back(&planned);
       outcome.variants.push_back(planned.variant->name);
@@ -408,11 +409,10 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   util::WriteFailures failures;
   Journal journal(options.out_dir, &failures);
   auto earlier_entries = options.resume ? read_journal(options.out_dir) : std::vector<json>{};
-  journal.record(options.resume ? "run_resumed" : "run_started",
-                 {{"experiment", experiment.name},
-                  {"content_hash", experiment.content_hash},
-                  {"variants", outcome.variants},
-                  {"pid", static_cast<int>(::getpid())}});
+  journal.record(options.resume ? "run_resumed" : "run_started", {{"experiment", experiment.name},
+                                                                  {"content_hash", experiment.content_hash},
+                                                                  {"variants", outcome.variants},
+                                                                  {"pid", static_cast<int>(::getpid())}});
   HostPool pool(experiment);
   Provenance provenance(paths.provenance(), experiment, failures);
   if (options.resume) {
@@ -433,9 +433,20 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   detail::SlurmLogins logins(pool);
   auto journaled = detail::journaled_slurm_jobs(earlier_entries);
   std::map<std::string, ordered> measured;
-  detail::VariantContext shared{experiment, options,  paths, journal, display, pool, provenance, logins, failures,
-                                owner,      options.resume ? &journaled : nullptr, &measured};
-  auto adoptable = options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
+  detail::VariantContext shared{experiment,
+                                options,
+                                paths,
+                                journal,
+                                display,
+                                pool,
+                                provenance,
+                                logins,
+                                failures,
+                                owner,
+                                options.resume ? &journaled : nullptr,
+                                &measured};
+  auto adoptable =
+      options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
   int total = static_cast<int>(selected.size());
   std::vector<detail::Job> jobs;
   for (int k = 0; k < total; ++k) {
@@ -499,8 +510,8 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     outcome.write_error = write_failure_text(paths, outcome.variants, failures);
     display.message("", Severity::error, *outcome.write_error);
   }
-  json finished = {{"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept},
-                   {"interrupted", outcome.interrupted}};
+  json finished = {
+      {"ok", outcome.ok}, {"failed", outcome.failed}, {"kept", outcome.kept}, {"interrupted", outcome.interrupted}};
   if (outcome.interrupted && options.stop_signal != nullptr && options.stop_signal->load() != 0) {
     outcome.stop_signal = options.stop_signal->load();
     // Said where it lasts: after a SIGHUP the terminal that would have shown it is gone.

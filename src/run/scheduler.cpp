@@ -110,7 +110,8 @@ private:
       if (std::find(live.begin(), live.end(), node) == live.end() || now < item.not_before) {
         continue;
       }
-      bool fresh_elsewhere = std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
+      bool fresh_elsewhere =
+          std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
       if (item.avoid.contains(node) && fresh_elsewhere) {
         continue;
       }
@@ -144,11 +145,9 @@ private:
       ++m_running;
       lock.unlock();
       const std::string& name = item.job.planned->variant->name;
-      m_c.journal.record("variant_started", {{"variant", name},
-                                             {"attempt", item.attempt},
-                                             {"index", item.job.index},
-                                             {"of", m_total},
-                                             {"host", node}});
+      m_c.journal.record(
+          "variant_started",
+          {{"variant", name}, {"attempt", item.attempt}, {"index", item.job.index}, {"of", m_total}, {"host", node}});
       bool transient = false;
       ordered result = attempt(node, item, transient);
       lock.lock();
@@ -185,16 +184,17 @@ private:
       item.avoid.insert(node);
       bool elsewhere = std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
       // Another node may take it at once; the same node only after a backoff.
-      auto backoff = elsewhere ? util::Duration{0}
-                               : std::min<util::Duration>(m_c.options.retry_backoff * (1 << (item.attempt - 1)),
-                                                          k_max_backoff);
+      auto backoff =
+          elsewhere ? util::Duration{0}
+                    : std::min<util::Duration>(m_c.options.retry_backoff * (1 << (item.attempt - 1)), k_max_backoff);
       m_c.display.message(name, Severity::warning,
                           fmt::format("{}; trying again{}{} (attempt {} of {})", result.value("reason", ""),
                                       elsewhere ? " on another host" : "",
                                       backoff.count() > 0 ? " in " + util::format_duration(backoff) : "",
                                       item.attempt + 1, attempts));
-      m_c.journal.record("variant_retry",
-                         {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", result.value("reason", "")}});
+      m_c.journal.record(
+          "variant_retry",
+          {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", result.value("reason", "")}});
       m_c.pool.drop(node);
       item.attempt += 1;
       // A job an earlier run left is followed once; a retry submits anew.
@@ -218,9 +218,9 @@ private:
   // Announces a node taken out of the sweep; queued variants left with no host
   // fail with the reason. Called locked, after the node was marked out.
   void take_out(const std::string& node, const std::string& reason) {
-    m_c.display.message("", Severity::error,
-                        fmt::format("taking {} out of the pool: {} failures in a row (last: {})", node,
-                                    k_node_failures, reason));
+    m_c.display.message(
+        "", Severity::error,
+        fmt::format("taking {} out of the pool: {} failures in a row (last: {})", node, k_node_failures, reason));
     m_c.journal.record("host_removed", {{"host", node}, {"reason", reason}});
     for (auto it = m_queue.begin(); it != m_queue.end();) {
       if (!live_candidates(it->job).empty()) {
@@ -228,8 +228,8 @@ private:
         continue;
       }
       const auto& variant = *it->job.planned->variant;
-      report::ResultWriter result({variant.name, variant.description, node, it->attempt,
-                                   utc_timestamp(std::chrono::system_clock::now())});
+      report::ResultWriter result(
+          {variant.name, variant.description, node, it->attempt, utc_timestamp(std::chrono::system_clock::now())});
       result.fail("connect", Error(fmt::format("no host left to run it ({} was taken out: {})", node, reason),
                                    ErrorKind::unreachable));
       result.finish(utc_timestamp(std::chrono::system_clock::now()), 0.0);

@@ -40,8 +40,9 @@ std::expected<Status, Error> server_status(remote::Host& host, const remote::Run
                                            bool heartbeat) {
   // The heartbeat says to other runs' cleanups that this run is alive.
   std::string touch = heartbeat ? fmt::format("touch {} 2>/dev/null; ", util::shell_quote(files.heartbeat())) : "";
-  auto ran = host.exec(fmt::format("{}printf '%s|' \"$(cat {} 2>/dev/null)\"; ps -o ppid=,stat= -s {} 2>/dev/null; true",
-                                   touch, util::shell_quote(files.exit()), shell));
+  auto ran =
+      host.exec(fmt::format("{}printf '%s|' \"$(cat {} 2>/dev/null)\"; ps -o ppid=,stat= -s {} 2>/dev/null; true",
+                            touch, util::shell_quote(files.exit()), shell));
   if (!ran) {
     return std::unexpected(ran.error());
   }
@@ -70,8 +71,8 @@ std::expected<Status, Error> server_status(remote::Host& host, const remote::Run
 int ServerWatch::troubles() const {
   const auto since = m_check_since.load();
   const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  const bool slow_now =
-      since != 0 && std::chrono::steady_clock::duration(now - since) > std::chrono::steady_clock::duration(k_slow_watch_check);
+  const bool slow_now = since != 0 && std::chrono::steady_clock::duration(now - since) >
+                                          std::chrono::steady_clock::duration(k_slow_watch_check);
   return m_troubles.load() + (slow_now ? 1 : 0);
 }
 

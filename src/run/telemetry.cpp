@@ -83,14 +83,15 @@ std::vector<std::vector<const GpuSample*>> blocks_of(const std::vector<GpuSample
   return blocks;
 }
 
-std::string cell(const std::optional<double>& value) { return value ? fmt::format("{}", *value) : ""; }
+std::string cell(const std::optional<double>& value) {
+  return value ? fmt::format("{}", *value) : "";
+}
 
 } // namespace
 
 std::vector<std::string> telemetry_fields_wanted() {
-  return {"index",        "timestamp",     "power.draw",      "power.limit",   "utilization.gpu",
-          "memory.used",  "memory.total",  "temperature.gpu", "clocks.sm",     "clocks.max.sm",
-          k_energy_field, k_event_reasons_field};
+  return {"index",        "timestamp",       "power.draw", "power.limit",   "utilization.gpu", "memory.used",
+          "memory.total", "temperature.gpu", "clocks.sm",  "clocks.max.sm", k_energy_field,    k_event_reasons_field};
 }
 
 const std::vector<ThrottleReason>& throttle_reasons() {
@@ -159,9 +160,9 @@ std::expected<TelemetryProbe, Error> probe_telemetry(remote::Host& host, const s
       bool has_energy = std::ranges::find(probe.fields, k_energy_field) != probe.fields.end();
       probe.energy_counter = has_energy && !samples.empty() && samples.front().energy_mj.has_value();
       if (has_energy && !probe.energy_counter) {
-        probe.warnings.push_back(fmt::format(
-            "{}: {} has no value here (a GPU older than Volta?): energy from integrated power.draw", host.describe(),
-            k_energy_field));
+        probe.warnings.push_back(
+            fmt::format("{}: {} has no value here (a GPU older than Volta?): energy from integrated power.draw",
+                        host.describe(), k_energy_field));
       }
       return probe;
     }
@@ -424,10 +425,11 @@ ordered level_telemetry(const std::vector<GpuSample>& samples, double seconds, s
     const double energy = power_mean * seconds;
     out["energy_j"] = energy;
     out["energy_source"] = all_counter ? "counter" : "integrated power";
-    out["tok_per_j"] = energy > 0 && output_tokens > 0 ? ordered(static_cast<double>(output_tokens) / energy)
-                                                       : ordered(nullptr);
+    out["tok_per_j"] =
+        energy > 0 && output_tokens > 0 ? ordered(static_cast<double>(output_tokens) / energy) : ordered(nullptr);
     out["j_per_tok"] = output_tokens > 0 ? ordered(energy / static_cast<double>(output_tokens)) : ordered(nullptr);
-    out["power_w"] = {{"mean", power_mean}, {"peak", peak_sum}, {"limit", power_limit > 0 ? ordered(power_limit) : ordered(nullptr)}};
+    out["power_w"] = {
+        {"mean", power_mean}, {"peak", peak_sum}, {"limit", power_limit > 0 ? ordered(power_limit) : ordered(nullptr)}};
   }
   out["per_gpu"] = std::move(per_gpu);
   out["util_mean_pct"] = utils > 0 ? ordered(util / utils) : ordered(nullptr);
@@ -505,18 +507,19 @@ std::expected<std::vector<GpuSample>, Error> TelemetrySampler::stop(remote::Host
   // tag (a pid is never signalled once it may be someone else's), a bounded wait for
   // it to go, KILL if it did not, then the bytes it wrote since it started.
   const std::string needle = std::string(remote::k_tag_variable) + "=" + m_tag;
-  std::string line = fmt::format(
-      "if tr '\\0' '\\n' < /proc/{pid}/environ 2>/dev/null | grep -qxF {needle}; then "
-      "kill -TERM -{pid} 2>/dev/null; kill -TERM {pid} 2>/dev/null; i=0; "
-      "while [ $i -lt 50 ]; do s=$(ps -o stat= -p {pid} 2>/dev/null) || break; "
-      "case \"$s\" in *Z*) break;; esac; sleep 0.1; i=$((i+1)); done; "
-      "if [ $i -ge 50 ]; then kill -KILL -{pid} 2>/dev/null; fi; fi; "
-      "{last}tail -c +{from} {log} 2>/dev/null | head -c {max}",
-      fmt::arg("pid", pid), fmt::arg("needle", util::shell_quote(needle)), fmt::arg("from", m_offset + 1),
-      fmt::arg("log", util::shell_quote(files.log())), fmt::arg("max", k_max_sample_bytes),
-      fmt::arg("last", last_sample ? fmt::format("{} >> {} 2>/dev/null; ", util::shell_join(sampler_argv(m_probe, m_gpus, 0)),
-                                                 util::shell_quote(files.log()))
-                                   : std::string()));
+  std::string line =
+      fmt::format("if tr '\\0' '\\n' < /proc/{pid}/environ 2>/dev/null | grep -qxF {needle}; then "
+                  "kill -TERM -{pid} 2>/dev/null; kill -TERM {pid} 2>/dev/null; i=0; "
+                  "while [ $i -lt 50 ]; do s=$(ps -o stat= -p {pid} 2>/dev/null) || break; "
+                  "case \"$s\" in *Z*) break;; esac; sleep 0.1; i=$((i+1)); done; "
+                  "if [ $i -ge 50 ]; then kill -KILL -{pid} 2>/dev/null; fi; fi; "
+                  "{last}tail -c +{from} {log} 2>/dev/null | head -c {max}",
+                  fmt::arg("pid", pid), fmt::arg("needle", util::shell_quote(needle)), fmt::arg("from", m_offset + 1),
+                  fmt::arg("log", util::shell_quote(files.log())), fmt::arg("max", k_max_sample_bytes),
+                  fmt::arg("last", last_sample ? fmt::format("{} >> {} 2>/dev/null; ",
+                                                             util::shell_join(sampler_argv(m_probe, m_gpus, 0)),
+                                                             util::shell_quote(files.log()))
+                                               : std::string()));
   auto result = host.exec(line);
   if (!result) {
     return std::unexpected(result.error());

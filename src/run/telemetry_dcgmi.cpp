@@ -108,21 +108,40 @@ std::vector<GpuSample> parse_dcgmi_samples(std::string_view text, int* bad_lines
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const auto value = dmon_number(values[i + 1]); // "N/A": no value
       switch (fields[i].id) {
-      case 100: sample.sm_mhz = value; break;
+      case 100:
+        sample.sm_mhz = value;
+        break;
       case 112:
         if (value && *value >= 0) {
           sample.reasons = static_cast<std::uint64_t>(*value);
         }
         break;
-      case 113: sample.sm_max_mhz = value; break;
-      case 150: sample.temperature_c = value; break;
-      case 155: sample.power_w = value; break;
-      case 156: sample.energy_mj = value; break;
-      case 160: sample.power_limit_w = value; break;
-      case 203: sample.util_pct = value; break;
-      case 250: sample.memory_total_mib = value; break;
-      case 252: sample.memory_used_mib = value; break;
-      default: break;
+      case 113:
+        sample.sm_max_mhz = value;
+        break;
+      case 150:
+        sample.temperature_c = value;
+        break;
+      case 155:
+        sample.power_w = value;
+        break;
+      case 156:
+        sample.energy_mj = value;
+        break;
+      case 160:
+        sample.power_limit_w = value;
+        break;
+      case 203:
+        sample.util_pct = value;
+        break;
+      case 250:
+        sample.memory_total_mib = value;
+        break;
+      case 252:
+        sample.memory_used_mib = value;
+        break;
+      default:
+        break;
       }
     }
     samples.push_back(sample);
@@ -138,7 +157,8 @@ std::expected<TelemetryProbe, Error> probe_dcgmi(remote::Host& host, const std::
   TelemetryProbe probe;
   probe.tool = TelemetryTool::dcgmi;
   probe.command = command;
-  auto found = host.exec("command -v " + util::shell_quote(command.front()) + " >/dev/null 2>&1 && "
+  auto found = host.exec("command -v " + util::shell_quote(command.front()) +
+                         " >/dev/null 2>&1 && "
                          "command -v bash >/dev/null 2>&1");
   if (!found) {
     return std::unexpected(found.error());
@@ -166,9 +186,8 @@ std::expected<TelemetryProbe, Error> probe_dcgmi(remote::Host& host, const std::
         said.clear();
       }
     }
-    probe.warnings.push_back(fmt::format("{}: {} dmon gave no sample{}: GPU telemetry from nvidia-smi",
-                                         host.describe(), command.front(),
-                                         said.empty() ? "" : " (" + util::clip(said, 200) + ")"));
+    probe.warnings.push_back(fmt::format("{}: {} dmon gave no sample{}: GPU telemetry from nvidia-smi", host.describe(),
+                                         command.front(), said.empty() ? "" : " (" + util::clip(said, 200) + ")"));
     return probe;
   }
   probe.available = true;

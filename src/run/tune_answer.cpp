@@ -23,7 +23,8 @@ using experiment::BenchmarkKind;
 const experiment::BenchmarkSpec& load_of(const experiment::Experiment& experiment) {
   const auto* load = experiment.tune ? experiment.find_benchmark(experiment.tune->load) : nullptr;
   if (load == nullptr) {
-    throw Error(fmt::format("{}: not a tuning file (no tune: block with a load)", experiment.file), ErrorKind::bad_input);
+    throw Error(fmt::format("{}: not a tuning file (no tune: block with a load)", experiment.file),
+                ErrorKind::bad_input);
   }
   return *load;
 }
@@ -67,7 +68,9 @@ std::string config_words(const experiment::Experiment& experiment, const tune::C
   return parts.empty() ? "the start configuration" : util::join(parts, ", ");
 }
 
-std::string signed_pct(double ratio) { return fmt::format("{:+.0f}%", (ratio - 1) * 100); }
+std::string signed_pct(double ratio) {
+  return fmt::format("{:+.0f}%", (ratio - 1) * 100);
+}
 
 // "c ≤ 5", "c 10-30", "c ≥ 70", "every load".
 std::string range_words(const std::vector<std::string>& labels, std::size_t first, std::size_t last) {
@@ -123,7 +126,7 @@ std::string max_rate_words(const experiment::Experiment& experiment, const Point
   const double rate = point.samples.front();
   std::vector<std::string> notes;
   notes.push_back(point.missed_at && *point.missed_at > rate ? fmt::format("it missed at {:g}", *point.missed_at)
-                                                              : "no rate measured missed it");
+                                                             : "no rate measured missed it");
   if (v.ratio) {
     notes.push_back(fmt::format("{:.2f}x the best rate {}", *v.ratio,
                                 speculates(experiment, v.best->config) ? "without speculation" : "with speculation"));
@@ -147,7 +150,8 @@ tune::Figure TrialPoint::figure() const {
     return tune::Figure{samples.front() + gap / 2, gap / 2, slo_missed.empty()};
   }
   auto spread = report::spread_of(samples);
-  double half = spread.n >= 2 ? report::student_t_quantile(0.975, spread.n - 1) * spread.stdev / std::sqrt(spread.n) : 0;
+  double half =
+      spread.n >= 2 ? report::student_t_quantile(0.975, spread.n - 1) * spread.stdev / std::sqrt(spread.n) : 0;
   return tune::Figure{spread.mean, half, slo_missed.empty()};
 }
 
@@ -278,7 +282,8 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
       const bool spec = speculates(experiment, v.best->config);
       const Trial* other = nullptr;
       for (const auto& t : trials) {
-        if (speculates(experiment, t.config) != spec && !t.points[p].samples.empty() && t.points[p].slo_missed.empty() &&
+        if (speculates(experiment, t.config) != spec && !t.points[p].samples.empty() &&
+            t.points[p].slo_missed.empty() &&
             (other == nullptr || t.points[p].figure().mean > other->points[p].figure().mean)) {
           other = &t;
         }
@@ -305,9 +310,7 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
   std::vector<std::string> parts;
   for (std::size_t first = 0; first < ranged.size();) {
     std::size_t last = first;
-    auto key = [&](std::size_t i) {
-      return out.points[i].best ? out.points[i].best->variant : std::string();
-    };
+    auto key = [&](std::size_t i) { return out.points[i].best ? out.points[i].best->variant : std::string(); };
     while (last + 1 < ranged.size() && key(last + 1) == key(first)) {
       ++last;
     }
@@ -325,13 +328,12 @@ TuneAnswer make_answer(const experiment::Experiment& experiment, const std::vect
         if (spec) {
           why = fmt::format(" ({}{} over no speculation at {})", signed_pct(*shown.ratio), interval, shown.point);
         } else if (*shown.ratio >= 1) {
-          why = fmt::format(" ({:.2f}x{} the best speculative configuration at {})", *shown.ratio, interval,
-                            shown.point);
+          why =
+              fmt::format(" ({:.2f}x{} the best speculative configuration at {})", *shown.ratio, interval, shown.point);
         } else {
           // Kept by the tie rule while measured lower: say so rather than print "0.63x".
-          std::string inverted = shown.low && *shown.low > 0
-                                     ? fmt::format(" [{:.2f}, {:.2f}]", 1 / *shown.high, 1 / *shown.low)
-                                     : "";
+          std::string inverted =
+              shown.low && *shown.low > 0 ? fmt::format(" [{:.2f}, {:.2f}]", 1 / *shown.high, 1 / *shown.low) : "";
           why = fmt::format(" (the best speculative configuration measured {:.2f}x{} it at {}, within the noise)",
                             1 / *shown.ratio, inverted, shown.point);
         }
@@ -400,9 +402,7 @@ std::string answer_markdown(const experiment::Experiment& experiment, const Tune
       const auto& point = t->points[p];
       return point.missed_at ? point.samples.front() : point.figure().mean;
     };
-    auto figure = [&](const std::optional<Trial>& t) {
-      return t ? t->points[p].figure() : tune::Figure{};
-    };
+    auto figure = [&](const std::optional<Trial>& t) { return t ? t->points[p].figure() : tune::Figure{}; };
     std::string best = v.best ? v.best->variant + (v.tie ? " (tie)" : "") : "none meets the SLO";
     std::string interval = "";
     if (v.best && v.best->points[p].missed_at) {
@@ -413,15 +413,16 @@ std::string answer_markdown(const experiment::Experiment& experiment, const Tune
                      : "no rate missed";
     } else if (v.best) {
       auto f = figure(v.best);
-      interval = f.half_width > 0 ? fmt::format("[{:.1f}, {:.1f}]", f.mean - f.half_width, f.mean + f.half_width) : "one sample";
+      interval = f.half_width > 0 ? fmt::format("[{:.1f}, {:.1f}]", f.mean - f.half_width, f.mean + f.half_width)
+                                  : "one sample";
     }
     std::string versus = v.ratio ? fmt::format("{:.2f}x {}{}", *v.ratio, v.against,
                                                v.low ? fmt::format(" [{:.2f}, {:.2f}]", *v.low, *v.high) : "")
                                  : "";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", v.point, best,
                        v.best ? fmt::format("{:.1f}", shown(v.best)) : "", interval,
-                       v.runner_up ? v.runner_up->variant : "", v.runner_up ? fmt::format("{:.1f}", shown(v.runner_up)) : "",
-                       versus);
+                       v.runner_up ? v.runner_up->variant : "",
+                       v.runner_up ? fmt::format("{:.1f}", shown(v.runner_up)) : "", versus);
   }
   out += "\nConfirm with: specctl run tuned.yaml\n";
   return out;
@@ -436,16 +437,25 @@ json answer_json(const experiment::Experiment& experiment, const TuneAnswer& ans
         return nullptr;
       }
       auto f = t->points[p].figure();
-      json out = {{"variant", t->variant}, {"config", t->config}, {"mean", f.mean}, {"half_width", f.half_width},
-                  {"samples", t->points[p].samples}, {"slo_missed", t->points[p].slo_missed}};
+      json out = {{"variant", t->variant},
+                  {"config", t->config},
+                  {"mean", f.mean},
+                  {"half_width", f.half_width},
+                  {"samples", t->points[p].samples},
+                  {"slo_missed", t->points[p].slo_missed}};
       if (t->points[p].missed_at) {
         out["missed_at"] = *t->points[p].missed_at;
       }
       return out;
     };
-    points.push_back({{"point", v.point}, {"best", entry(v.best)}, {"runner_up", entry(v.runner_up)}, {"tie", v.tie},
-                      {"ratio", v.ratio ? json(*v.ratio) : json(nullptr)}, {"low", v.low ? json(*v.low) : json(nullptr)},
-                      {"high", v.high ? json(*v.high) : json(nullptr)}, {"against", v.against}});
+    points.push_back({{"point", v.point},
+                      {"best", entry(v.best)},
+                      {"runner_up", entry(v.runner_up)},
+                      {"tie", v.tie},
+                      {"ratio", v.ratio ? json(*v.ratio) : json(nullptr)},
+                      {"low", v.low ? json(*v.low) : json(nullptr)},
+                      {"high", v.high ? json(*v.high) : json(nullptr)},
+                      {"against", v.against}});
   }
   return {{"format", "specctl-tune-answer"},
           {"version", 1},

@@ -76,7 +76,8 @@ std::map<tune::Config, Reusable> find_reusable(const experiment::Experiment& exp
       bool same = true;
       for (const auto& bench : experiment.benchmarks) {
         const auto& kept = report::dig(result->second, {"benchmarks", bench.name});
-        same = same && kept.is_object() && kept.value("status", "") == "ok" && kept.value("spec", "") == bench.describe();
+        same =
+            same && kept.is_object() && kept.value("status", "") == "ok" && kept.value("spec", "") == bench.describe();
       }
       if (same) {
         out[match->second] = Reusable{paths.variant_dir(variant.value("name", "")), dir.string()};
@@ -94,7 +95,8 @@ void adopt(const Reusable& source, const std::string& name, const report::Result
   std::filesystem::create_directories(target.parent_path(), ec);
   std::filesystem::copy(source.dir, target, std::filesystem::copy_options::recursive, ec);
   if (ec) {
-    throw Error(fmt::format("{}: cannot copy the trial from {}: {}", target.string(), source.dir.string(), ec.message()));
+    throw Error(
+        fmt::format("{}: cannot copy the trial from {}: {}", target.string(), source.dir.string(), ec.message()));
   }
   auto result = report::read_result(paths, name);
   if (!result) {
@@ -129,8 +131,8 @@ RunOutcome run_trials(const experiment::Experiment& experiment, RunOptions run, 
 // then does not ask for was still a model load: the caller counts it in the budget.
 // A configuration an earlier run measured is left for the next round to copy in.
 std::vector<tune::Config> next_batch(const tune::Space& space, tune::Measured hypothesis, const tune::Options& search,
-                                     const tune::Config& first,
-                                     const std::map<tune::Config, Reusable>& reusable, int width) {
+                                     const tune::Config& first, const std::map<tune::Config, Reusable>& reusable,
+                                     int width) {
   std::vector<tune::Config> batch{first};
   while (static_cast<int>(batch.size()) < width) {
     hypothesis[batch.back()] = std::vector<tune::Figure>(search.points, tune::Figure{0, 0, false});
@@ -171,9 +173,9 @@ int TuneOutcome::exit_code() const {
 
 TuneOutcome tune_experiment(const experiment::Experiment& experiment, const TuneOptions& options, Display& display) {
   if (!experiment.tune) {
-    throw Error(fmt::format("{}: not a tuning file: it has no tune: block (specctl run runs an experiment)",
-                            experiment.file),
-                ErrorKind::bad_input);
+    throw Error(
+        fmt::format("{}: not a tuning file: it has no tune: block (specctl run runs an experiment)", experiment.file),
+        ErrorKind::bad_input);
   }
   const auto& spec = *experiment.tune;
   report::ResultPaths paths{options.run.out_dir};
@@ -217,7 +219,8 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
     }
     // A start that cannot even be served says something is wrong with the setup, not
     // with a configuration: nothing the search launched next would be measured either.
-    if (auto first = std::find_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.config == space.start(); });
+    if (auto first =
+            std::find_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.config == space.start(); });
         first != trials.end() && first->status == "failed") {
       why = fmt::format("the start configuration {} failed, so the search stopped: {}", first->variant,
                         first->points.empty() || first->points.front().slo_missed.empty()
@@ -235,7 +238,8 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
       adopt(reuse->second, name, paths);
       ++out.reused;
       adopted_since_run = true;
-      display.message(name, Severity::info, fmt::format("measured before in {}: reused, not launched", reuse->second.from));
+      display.message(name, Severity::info,
+                      fmt::format("measured before in {}: reused, not launched", reuse->second.from));
       continue;
     }
     if (spec.max_time && spent_s >= std::chrono::duration<double>(*spec.max_time).count()) {
@@ -252,10 +256,10 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
     std::vector<std::string> names;
     for (std::size_t k = 0; k < batch.size(); ++k) {
       names.push_back(spec.trial_of(batch[k]));
-      display.message(names.back(), Severity::info,
-                      fmt::format("trial {} of at most {}: {}{}", trials.size() + k + 1, spec.max_loads,
-                                  tune::describe(batch[k]),
-                                  k > 0 ? " (beside the one before: what the search asks next if that one loses)" : ""));
+      display.message(
+          names.back(), Severity::info,
+          fmt::format("trial {} of at most {}: {}{}", trials.size() + k + 1, spec.max_loads, tune::describe(batch[k]),
+                      k > 0 ? " (beside the one before: what the search asks next if that one loses)" : ""));
     }
     auto outcome = run_trials(experiment, options.run, trials, names, started, display);
     started = true;

@@ -143,8 +143,8 @@ std::vector<std::string> Honesty::flags(std::string_view benchmark) const {
 std::string first_error(const bench::LevelResult& level) {
   for (std::size_t k = 0; k < bench::k_failure_kinds; ++k) {
     if (level.failures[k] > 0) {
-      return fmt::format("{} ({} x {})", level.first_error[k],
-                         bench::failure_name(static_cast<bench::FailureKind>(k)), level.failures[k]);
+      return fmt::format("{} ({} x {})", level.first_error[k], bench::failure_name(static_cast<bench::FailureKind>(k)),
+                         level.failures[k]);
     }
   }
   return "no request completed";
@@ -366,11 +366,10 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
     tally.honesty.workload(options.common.prompts);
     const auto parts = windows_per_category() ? bench::split_by_category(options.common.prompts, spec.runs)
                                               : std::vector<bench::CategoryPart>{};
-    auto result = parts.empty() ? client().single_stream(spec, options, *watch,
-                                                         [&](const ClientWindow& w) {
-                                                           window = client_window(w, label);
-                                                         })
-                                : single_stream_by_category(spec, options, parts, *watch, window, tally.accepts);
+    auto result = parts.empty()
+                      ? client().single_stream(spec, options, *watch,
+                                               [&](const ClientWindow& w) { window = client_window(w, label); })
+                      : single_stream_by_category(spec, options, parts, *watch, window, tally.accepts);
     entry["client"] = client().describe(spec);
     if (auto death = watch->death()) {
       tally.died.emplace(m_phase, *death);
@@ -488,7 +487,7 @@ void VariantRun::flag_ineffective_speculation() {
           (*holder)["metrics"]["accept_length"].is_number() &&
           speculation_ineffective((*holder)["metrics"]["accept_length"].get<double>())) {
         m_result.flag(fmt::format("speculation does nothing: accept length {:.2f} in benchmark \"{}\"",
-                                                (*holder)["metrics"]["accept_length"].get<double>(), name));
+                                  (*holder)["metrics"]["accept_length"].get<double>(), name));
         return;
       }
     }

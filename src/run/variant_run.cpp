@@ -63,7 +63,8 @@ VariantRun::VariantRun(const VariantContext& shared, const experiment::PlannedVa
     : m_s(shared), m_planned(planned), m_variant(*planned.variant), m_config(planned.variant->server),
       m_node(std::move(node)), m_state_dir(state_dir_of(shared, m_node)), m_index(index), m_total(total),
       m_attempt(attempt), m_reporter(shared.display.reporter_for(m_variant.name)),
-      m_result({m_variant.name, m_variant.description, m_node, attempt, utc_timestamp(std::chrono::system_clock::now())}) {}
+      m_result(
+          {m_variant.name, m_variant.description, m_node, attempt, utc_timestamp(std::chrono::system_clock::now())}) {}
 
 // The variant's result document; `transient` says whether trying again may help.
 ordered VariantRun::run(bool& transient) {
@@ -100,7 +101,9 @@ ordered VariantRun::run(bool& transient) {
   return m_result.doc();
 }
 
-bool VariantRun::stopped() const { return m_s.options.stop != nullptr && m_s.options.stop->load(); }
+bool VariantRun::stopped() const {
+  return m_s.options.stop != nullptr && m_s.options.stop->load();
+}
 
 void VariantRun::check_stop() {
   if (stopped()) {
@@ -153,9 +156,8 @@ void VariantRun::execute() {
   check_stop();
 
   begin("launch");
-  m_s.journal.record(
-      "launching",
-      {{"variant", m_variant.name}, {"host", m_node}, {"tag", tag}, {"state_dir", m_state_dir}});
+  m_s.journal.record("launching",
+                     {{"variant", m_variant.name}, {"host", m_node}, {"tag", tag}, {"state_dir", m_state_dir}});
   m_server = must(server::launch(*m_host, m_config, m_launch, tag, m_state_dir, m_s.owner), "launch");
   m_s.journal.record("launched", {{"variant", m_variant.name},
                                   {"host", m_node},
@@ -207,8 +209,8 @@ bool VariantRun::keep_measured(const experiment::BenchmarkSpec& spec) {
   }
   m_result.benchmark(spec.name, entry);
   m_result.flag(fmt::format("benchmark \"{}\" was measured before the run was resumed, by an "
-                                          "earlier launch of the server",
-                                          spec.name));
+                            "earlier launch of the server",
+                            spec.name));
   m_s.journal.record("benchmark_kept", {{"variant", m_variant.name}, {"benchmark", spec.name}});
   return true;
 }

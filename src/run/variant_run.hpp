@@ -110,8 +110,8 @@ private:
   bool windows_per_category() const;
   bench::SingleStreamResult single_stream_by_category(const experiment::BenchmarkSpec& spec,
                                                       bench::SingleStreamOptions options,
-                                                      const std::vector<bench::CategoryPart>& parts,
-                                                      ServerWatch& watch, Window& window, ordered& accepts);
+                                                      const std::vector<bench::CategoryPart>& parts, ServerWatch& watch,
+                                                      Window& window, ordered& accepts);
   // holder["by_category"] (and "category_order") from a window's records: each
   // category's requests, tok/s, and accept length from `accepts` (a window per
   // category) or from the responses' own counts.

@@ -101,8 +101,8 @@ void VariantRun::take_samples(Window& window, bool last_sample) {
   if (!m_telemetry_t0) {
     m_telemetry_t0 = samples->front().t;
   }
-  m_telemetry_rows += telemetry_csv_rows(*samples, window.label.benchmark, window.label.level, window.label.repeat,
-                                         *m_telemetry_t0);
+  m_telemetry_rows +=
+      telemetry_csv_rows(*samples, window.label.benchmark, window.label.level, window.label.repeat, *m_telemetry_t0);
   // The whole file again: small, and never half written.
   m_s.failures.write(m_s.paths.variant_dir(m_variant.name) / "telemetry.csv",
                      std::string(k_telemetry_csv_header) + m_telemetry_rows);
@@ -128,8 +128,8 @@ void VariantRun::telemetry_figures(Window& window, ordered& holder, const bench:
     warn(fmt::format("{} {}{}: GPUs throttled ({}) for {:.0f}% of the level: its figures may measure the cooling, "
                      "not the configuration",
                      window.label.benchmark, window.label.level,
-                     window.label.repeat > 1 ? fmt::format(" #{}", window.label.repeat) : "",
-                     reason.get<std::string>(), 100.0 * figures["throttle"][reason.get<std::string>()].get<double>()));
+                     window.label.repeat > 1 ? fmt::format(" #{}", window.label.repeat) : "", reason.get<std::string>(),
+                     100.0 * figures["throttle"][reason.get<std::string>()].get<double>()));
   }
   holder["telemetry"] = std::move(figures);
 }

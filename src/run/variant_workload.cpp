@@ -60,8 +60,7 @@ bench::CalibrationResult VariantRun::calibrate(std::vector<bench::WorkloadReques
   if (calibrated->counts > 0) {
     file["model"] = model;
     file[endpoint] = counts.to_json();
-    if (!util::make_dirs_durable(path.parent_path()) ||
-        !m_s.failures.write(path, file.dump(1) + '\n')) {
+    if (!util::make_dirs_durable(path.parent_path()) || !m_s.failures.write(path, file.dump(1) + '\n')) {
       warn(fmt::format("could not keep the token counts in {}", path.string()));
     }
   }
@@ -103,9 +102,8 @@ bench::SingleStreamResult VariantRun::single_stream_by_category(const experiment
         inner(named);
       };
     }
-    auto result = client().single_stream(spec, part_options, watch, [&](const ClientWindow& w) {
-      part_window = client_window(w, label);
-    });
+    auto result = client().single_stream(spec, part_options, watch,
+                                         [&](const ClientWindow& w) { part_window = client_window(w, label); });
     ordered holder;
     close_window(part_window, holder, result.level);
     // The benchmark's window: the first part's log, and every part's telemetry.
@@ -127,8 +125,8 @@ bench::SingleStreamResult VariantRun::single_stream_by_category(const experiment
   return bench::merge_single_stream(std::move(done));
 }
 
-void VariantRun::add_categories(ordered& holder, const bench::LevelResult& level,
-                                const std::vector<std::string>& order, const ordered& accepts) {
+void VariantRun::add_categories(ordered& holder, const bench::LevelResult& level, const std::vector<std::string>& order,
+                                const ordered& accepts) {
   const auto figures = bench::category_figures(level.records, order);
   if (figures.empty()) {
     return;
@@ -176,8 +174,8 @@ void VariantRun::write_vllm_level(const experiment::BenchmarkSpec& spec, const s
   v.goodput_tpot_ms = bounds.tpot_ms;
   v.goodput_e2el_ms = bounds.e2e_ms;
   if (!m_s.failures.write(m_s.paths.vllm(m_variant.name, spec.name, tag), bench::vllm_result_json(v).dump(2) + '\n')) {
-    throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the vLLM-shaped results: {}",
-                                                  m_s.failures.first()->what()))};
+    throw PhaseFailure{m_phase,
+                       Error(fmt::format("cannot keep the vLLM-shaped results: {}", m_s.failures.first()->what()))};
   }
 }
 

@@ -56,15 +56,14 @@ bool owned_by_live_run(const EarlierServer& s, const RunOwner& asking) {
 
 // The servers recorded in the state dir; with `tag`, only that one's record.
 std::expected<std::vector<EarlierServer>, Error> earlier_servers(remote::Host& host, const std::string& state_dir,
-                                                                const RunOwner& asking, const std::string& tag = "") {
+                                                                 const RunOwner& asking, const std::string& tag = "") {
   // One line per recorded server: tag, pid, heartbeat age (-1: none), then server.meta.
-  std::string line = fmt::format(
-      "now=$(date +%s); for d in {}/{}/; do [ -f \"$d/server.pid\" ] || continue; "
-      "beat=$(stat -c %Y \"$d/owner.beat\" 2>/dev/null) && age=$((now - beat)) || age=-1; "
-      "printf '%s %s %s %s\\n' \"$(basename \"$d\")\" \"$(cat \"$d/server.pid\")\" \"$age\" "
-      "\"$(head -n 1 \"$d/server.meta\" 2>/dev/null)\"; "
-      "done",
-      util::shell_quote(state_dir), tag.empty() ? std::string("*") : util::shell_quote(tag));
+  std::string line = fmt::format("now=$(date +%s); for d in {}/{}/; do [ -f \"$d/server.pid\" ] || continue; "
+                                 "beat=$(stat -c %Y \"$d/owner.beat\" 2>/dev/null) && age=$((now - beat)) || age=-1; "
+                                 "printf '%s %s %s %s\\n' \"$(basename \"$d\")\" \"$(cat \"$d/server.pid\")\" \"$age\" "
+                                 "\"$(head -n 1 \"$d/server.meta\" 2>/dev/null)\"; "
+                                 "done",
+                                 util::shell_quote(state_dir), tag.empty() ? std::string("*") : util::shell_quote(tag));
   auto result = host.exec(line);
   if (!result) {
     return std::unexpected(result.error());
@@ -191,8 +190,8 @@ private:
 // launch fails, or waits for them to go (cleanup.busy). Returns the tags of every
 // live run's server on the host, whose processes the rest of the cleanup leaves alone.
 std::expected<LiveRuns, Error> respect_live_runs(remote::Host& host, const ServerConfig& config,
-                                                               const std::string& state_dir,
-                                                               const CleanupOptions& options, CleanupReport& report) {
+                                                 const std::string& state_dir, const CleanupOptions& options,
+                                                 CleanupReport& report) {
   auto deadline = std::chrono::steady_clock::now() + config.cleanup.timeout;
   bool waited = false;
   while (true) {
@@ -231,10 +230,10 @@ std::expected<LiveRuns, Error> respect_live_runs(remote::Host& host, const Serve
     }
     bool wait = config.cleanup.busy == BusyPolicy::wait;
     if (options.dry_run) {
-      report.left_alone.push_back(util::join(why, "; ") +
-                                  (wait ? fmt::format(": the launch would wait up to {} for it",
-                                                      util::format_duration(config.cleanup.timeout))
-                                        : ": the launch would fail (cleanup.busy: fail)"));
+      report.left_alone.push_back(
+          util::join(why, "; ") +
+          (wait ? fmt::format(": the launch would wait up to {} for it", util::format_duration(config.cleanup.timeout))
+                : ": the launch would fail (cleanup.busy: fail)"));
       return live;
     }
     if (!wait) {
@@ -276,7 +275,9 @@ std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& 
       }
       continue;
     }
-    std::string whose = !s.meta.owner ? "" : s.meta.owner->same_process(options.owner) ? ", this run's" : ", its run gone: " + s.meta.owner->describe();
+    std::string whose = !s.meta.owner                               ? ""
+                        : s.meta.owner->same_process(options.owner) ? ", this run's"
+                                                                    : ", its run gone: " + s.meta.owner->describe();
     std::string what = fmt::format("specctl's earlier server {} (pid {}, port {}, {} processes{})", s.tag, s.pid,
                                    s.meta.port, tagged->size(), whose);
     if (options.dry_run) {
@@ -296,7 +297,7 @@ std::expected<void, Error> stop_earlier(remote::Host& host, const ServerConfig& 
 // The GPU processes of live runs' servers (by their tag) leave the snapshot: the
 // cleanup neither kills nor waits for them, and their memory is not ours to wait out.
 std::expected<std::map<int, std::uint64_t>, Error> drop_live(remote::Host& host, GpuSnapshot& snapshot,
-                                                            LiveRuns& live) {
+                                                             LiveRuns& live) {
   std::map<int, std::uint64_t> held;
   std::vector<ComputeApp> kept;
   for (auto& app : snapshot.apps) {
@@ -319,15 +320,15 @@ std::expected<std::map<int, std::uint64_t>, Error> drop_live(remote::Host& host,
 }
 
 std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
-                                        LiveRuns& live, util::Reporter& reporter,
-                                        CleanupReport& report) {
+                                        LiveRuns& live, util::Reporter& reporter, CleanupReport& report) {
   const auto& cleanup = config.cleanup;
   auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
   if (!probe) {
     return std::unexpected(probe.error());
   }
   if (probe->exit_code != 0) {
-    reporter.warning(fmt::format("{}: no nvidia-smi on PATH: GPU processes and memory are not checked", host.describe()));
+    reporter.warning(
+        fmt::format("{}: no nvidia-smi on PATH: GPU processes and memory are not checked", host.describe()));
     return {};
   }
   auto snapshot = query_gpus(host, config.gpus);
@@ -409,8 +410,8 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
     // The whole group goes too (TP workers share it) when its leader is also one the policy names.
     if (info != nullptr && info->pgid > 1 && info->pgid != info->pid) {
       auto leader = remote::process_info(host, {info->pgid});
-      if (leader && !leader->empty() && allowed(cleanup.allow, ComputeApp{info->pgid, leader->front().name, {}, {}, {}},
-                                                &leader->front())) {
+      if (leader && !leader->empty() &&
+          allowed(cleanup.allow, ComputeApp{info->pgid, leader->front().name, {}, {}, {}}, &leader->front())) {
         groups.insert(info->pgid);
       }
     } else if (info != nullptr && info->pgid == info->pid) {
@@ -453,8 +454,8 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
   return {};
 }
 
-std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfig& config,
-                                           LiveRuns& live, const CleanupReport& report) {
+std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfig& config, LiveRuns& live,
+                                           const CleanupReport& report) {
   if (!report.gpus_checked) {
     return {};
   }
@@ -486,11 +487,11 @@ std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfi
       for (const auto& app : snapshot->apps) {
         holders.push_back(describe_app(app));
       }
-      return std::unexpected(Error(
-          fmt::format("{}: GPUs not free after {} (threshold {} MiB): {}{}", host.describe(),
-                      util::format_duration(cleanup.timeout), cleanup.gpu_free_below_mib, util::join(busy, ", "),
-                      holders.empty() ? "" : "; held by " + util::join(holders, "; ")),
-          ErrorKind::timed_out));
+      return std::unexpected(
+          Error(fmt::format("{}: GPUs not free after {} (threshold {} MiB): {}{}", host.describe(),
+                            util::format_duration(cleanup.timeout), cleanup.gpu_free_below_mib, util::join(busy, ", "),
+                            holders.empty() ? "" : "; held by " + util::join(holders, "; ")),
+                ErrorKind::timed_out));
     }
     detail::sleep_for(detail::k_gpu_poll);
     live.keep_claims(host);

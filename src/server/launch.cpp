@@ -44,7 +44,8 @@ std::string RunningServer::base_url() const {
 }
 
 std::expected<RunningServer, Error> launch(remote::Host& host, const ServerConfig& config, const LaunchCommand& command,
-                                           const std::string& tag, const std::string& state_dir, const RunOwner& owner) {
+                                           const std::string& tag, const std::string& state_dir,
+                                           const RunOwner& owner) {
   auto dir = detail::resolve_state_dir(host, state_dir);
   if (!dir) {
     return std::unexpected(dir.error());

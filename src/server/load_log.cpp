@@ -22,8 +22,7 @@ void LoadLog::feed(std::string_view bytes) {
     }
     m_ready_line = m_ready_line || facts.ready;
     if (facts.milestone) {
-      m_milestones.emplace_back(*facts.milestone,
-                                std::chrono::duration_cast<util::Duration>(Clock::now() - m_start));
+      m_milestones.emplace_back(*facts.milestone, std::chrono::duration_cast<util::Duration>(Clock::now() - m_start));
     }
     if (facts.progress && facts.progress->percent) {
       note_progress(*facts.progress->percent);

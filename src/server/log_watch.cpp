@@ -47,7 +47,9 @@ std::string strip_ansi(std::string_view line) {
 namespace {
 
 // What the patterns see of a line: colour codes removed, its first util::k_regex_window bytes.
-std::string matchable(std::string_view raw) { return std::string(util::regex_window(strip_ansi(raw))); }
+std::string matchable(std::string_view raw) {
+  return std::string(util::regex_window(strip_ansi(raw)));
+}
 
 } // namespace
 

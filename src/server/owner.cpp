@@ -61,11 +61,15 @@ std::optional<bool> alive_here(const RunOwner& owner) {
 }
 
 nlohmann::json meta_to_json(const ServerMeta& meta) {
-  nlohmann::json owner = {{"coordinator", meta.owner->coordinator}, {"boot_id", meta.owner->boot_id},
-                          {"pid", meta.owner->pid},                 {"start_ticks", meta.owner->start_ticks},
-                          {"since", meta.owner->since},             {"experiment", meta.owner->experiment},
+  nlohmann::json owner = {{"coordinator", meta.owner->coordinator},
+                          {"boot_id", meta.owner->boot_id},
+                          {"pid", meta.owner->pid},
+                          {"start_ticks", meta.owner->start_ticks},
+                          {"since", meta.owner->since},
+                          {"experiment", meta.owner->experiment},
                           {"results", meta.owner->results}};
-  return {{"port", meta.port}, {"gpus", meta.gpus ? nlohmann::json(*meta.gpus) : nlohmann::json(nullptr)},
+  return {{"port", meta.port},
+          {"gpus", meta.gpus ? nlohmann::json(*meta.gpus) : nlohmann::json(nullptr)},
           {"owner", owner}};
 }
 
@@ -87,7 +91,9 @@ ServerMeta parse_meta(const std::string& text) {
     }
     if (json.contains("owner") && json["owner"].is_object()) {
       const auto& o = json["owner"];
-      auto text_of = [&](const char* key) { return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : ""; };
+      auto text_of = [&](const char* key) {
+        return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : "";
+      };
       RunOwner owner;
       owner.coordinator = text_of("coordinator");
       owner.boot_id = text_of("boot_id");
@@ -127,8 +133,8 @@ RunOwner RunOwner::this_process(std::string experiment, std::string results) {
   owner.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
   owner.pid = static_cast<int>(::getpid());
   owner.start_ticks = detail::start_ticks_of(owner.pid);
-  owner.since = fmt::format("{:%Y-%m-%d %H:%M} UTC", fmt::gmtime(std::chrono::system_clock::to_time_t(
-                                                        std::chrono::system_clock::now())));
+  owner.since = fmt::format("{:%Y-%m-%d %H:%M} UTC",
+                            fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
   owner.experiment = std::move(experiment);
   owner.results = std::move(results);
   return owner;

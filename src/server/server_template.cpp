@@ -25,9 +25,9 @@ namespace {
 constexpr int k_max_extends_depth = 8;
 
 const std::vector<std::string> k_template_keys = {
-    "name",           "description",   "extends", "command", "default_port", "health", "version_command",
-    "overridden_env", "process_names", "knobs",   "log",     "accept_length", "telemetry_command",
-    "dcgmi_command"};
+    "name",   "description",     "extends",           "command",       "default_port",
+    "health", "version_command", "overridden_env",    "process_names", "knobs",
+    "log",    "accept_length",   "telemetry_command", "dcgmi_command"};
 const std::vector<std::string> k_knob_keys = {"type",       "help", "short", "min",  "max",    "choices", "flag",
                                               "flag_false", "json", "env",   "list", "derive", "since"};
 const std::vector<std::string> k_log_keys = {"ready", "fatal", "progress", "milestones", "metrics"};

@@ -42,16 +42,11 @@ struct DmonField {
 
 const std::vector<DmonField>& dmon_fields() {
   static const std::vector<DmonField> fields = {
-      {100, "SMCLK", "", 5, false, "clocks.sm"},
-      {112, "DVCCTR", "", 20, false, "clocks_event_reasons.active"},
-      {113, "SMMAX", "", 5, false, "clocks.max.sm"},
-      {150, "TMPTR", "C", 5, false, "temperature.gpu"},
-      {155, "POWER", "W", 10, true, "power.draw"},
-      {156, "TOTEC", "mJ", 16, false, "total_energy_consumption"},
-      {160, "PMLMT", "W", 10, true, "power.limit"},
-      {203, "GPUTL", "", 10, false, "utilization.gpu"},
-      {250, "FBTTL", "", 10, false, "memory.total"},
-      {252, "FBUSD", "", 10, false, "memory.used"},
+      {100, "SMCLK", "", 5, false, "clocks.sm"},     {112, "DVCCTR", "", 20, false, "clocks_event_reasons.active"},
+      {113, "SMMAX", "", 5, false, "clocks.max.sm"}, {150, "TMPTR", "C", 5, false, "temperature.gpu"},
+      {155, "POWER", "W", 10, true, "power.draw"},   {156, "TOTEC", "mJ", 16, false, "total_energy_consumption"},
+      {160, "PMLMT", "W", 10, true, "power.limit"},  {203, "GPUTL", "", 10, false, "utilization.gpu"},
+      {250, "FBTTL", "", 10, false, "memory.total"}, {252, "FBUSD", "", 10, false, "memory.used"},
   };
   return fields;
 }

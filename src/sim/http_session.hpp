@@ -55,7 +55,7 @@ private:
     long verify_passes = 0;
     long spec_tokens = 0;
     int cached_tokens = 0; // from the prefix cache, known with the first token
-    bool counted = false; // in ServerContext::active_generations
+    bool counted = false;  // in ServerContext::active_generations
   };
 
   void read_request();

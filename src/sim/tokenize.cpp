@@ -94,9 +94,8 @@ TokenizeAnswer sglang_tokenize(const nlohmann::json& body, int max_model_len) {
   if (!info) {
     return openai_error(info.error());
   }
-  return json_answer(200, ordered{{"tokens", ids_of(*info->keys)},
-                                  {"count", info->tokens},
-                                  {"max_model_len", max_model_len}});
+  return json_answer(
+      200, ordered{{"tokens", ids_of(*info->keys)}, {"count", info->tokens}, {"max_model_len", max_model_len}});
 }
 
 // llama.cpp: {"content": text or token ids, "add_special", "parse_special",
@@ -185,8 +184,9 @@ TokenizeAnswer tokenize_answer(Engine engine, std::string_view body, int max_mod
     json = nlohmann::json::parse(body);
   } catch (const nlohmann::json::exception& error) {
     if (engine == Engine::llamacpp) {
-      return TokenizeAnswer{500, fmt::format(R"({{"error":{{"code":500,"message":{},"type":"server_error"}}}})",
-                                             nlohmann::json(error.what()).dump()),
+      return TokenizeAnswer{500,
+                            fmt::format(R"({{"error":{{"code":500,"message":{},"type":"server_error"}}}})",
+                                        nlohmann::json(error.what()).dump()),
                             "application/json; charset=utf-8"};
     }
     return openai_error(fmt::format("the body is not valid JSON: {}", error.what()));

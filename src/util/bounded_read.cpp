@@ -71,7 +71,8 @@ std::expected<std::string, ReadRefusal> read_regular_file(const std::filesystem:
     if (at == text.size()) {
       // The file may have grown since fstat: take what is there, within the cap.
       if (text.size() >= max_bytes + 1) {
-        return std::unexpected(ReadRefusal{0, fmt::format("it grew past the {} {} may be", format_bytes(max_bytes), what)});
+        return std::unexpected(
+            ReadRefusal{0, fmt::format("it grew past the {} {} may be", format_bytes(max_bytes), what)});
       }
       text.resize(std::min<std::size_t>(max_bytes + 1, text.size() + 64 * 1024));
     }

@@ -1,8 +1,8 @@
 #include <specctl/util/diagnostics.hpp>
 
 #include <algorithm>
-#include <tuple>
 #include <fmt/format.h>
+#include <tuple>
 
 namespace specctl::util {
 

@@ -110,8 +110,7 @@ bool glob_match(std::string_view pattern, std::string_view text) {
 std::string slug(std::string_view text) {
   std::string out;
   for (char c : text) {
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                c == '_';
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_';
     if (keep) {
       out += c;
     } else if (!out.empty() && out.back() != '-') {

@@ -1,5 +1,5 @@
-#include <specctl/util/yaml_field.hpp>
 #include <specctl/util/bounded_read.hpp>
+#include <specctl/util/yaml_field.hpp>
 
 #include <specctl/util/parse.hpp>
 #include <specctl/util/size.hpp>
@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
+#include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <set>
-#include <cstring>
 #include <sstream>
 #include <string_view>
 
@@ -70,7 +70,7 @@ bool check_expansion(const YAML::Node& root, const std::string& file, Diagnostic
       bytes += scalar.size();
       if (scalar.find('\0') != std::string::npos) {
         diag.error(location_of(node.Mark(), file), "a NUL byte (\\0) in a value: no command line, file name or "
-                                                    "environment can hold one");
+                                                   "environment can hold one");
         return false;
       }
     } else if (node.IsSequence()) {
@@ -254,8 +254,8 @@ std::vector<YamlEntry> YamlField::entries() const {
   for (const auto& entry : m_node) {
     std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
     Location key_location = location_of(entry.first.Mark(), m_file, location());
-    out.push_back(YamlEntry{key, key_location,
-                            YamlField(entry.second, child_path(key), m_file, *m_diag, key_location)});
+    out.push_back(
+        YamlEntry{key, key_location, YamlField(entry.second, child_path(key), m_file, *m_diag, key_location)});
   }
   return out;
 }

@@ -140,7 +140,8 @@ TEST_CASE("cli: bad input and unreachable servers end clearly") {
     CHECK(run_child(bench(url, {"--duration", "soon", "--rate", "1"})).code == 2);
     const auto prompts = run_child(bench(url, {"--prompts", "/nonexistent/prompts.txt"}));
     CHECK(prompts.code == 2);
-    CHECK(prompts.err == "specctl: error: /nonexistent/prompts.txt: cannot read the prompt file: No such file or directory\n");
+    CHECK(prompts.err ==
+          "specctl: error: /nonexistent/prompts.txt: cannot read the prompt file: No such file or directory\n");
   }
 }
 

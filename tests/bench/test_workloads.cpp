@@ -38,10 +38,14 @@ BenchRun bench_dataset(const Specsim& sim, const TempDir& dir, const std::string
                        std::vector<std::string> extra = {}) {
   const auto lines = dir.path() / "requests.jsonl";
   std::filesystem::remove(lines);
-  std::vector<std::string> argv = {specctl_binary(), "bench",      "--url",        sim.url(),
-                                   "--dataset",      dataset,      "--concurrency", "1",
-                                   "--requests",     std::to_string(requests), "--warmup", "0",
-                                   "--no-progress",  "--requests-jsonl", lines.string()};
+  std::vector<std::string> argv = {specctl_binary(), "bench",
+                                   "--url",          sim.url(),
+                                   "--dataset",      dataset,
+                                   "--concurrency",  "1",
+                                   "--requests",     std::to_string(requests),
+                                   "--warmup",       "0",
+                                   "--no-progress",  "--requests-jsonl",
+                                   lines.string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   BenchRun run{run_child(argv), {}};
   if (std::filesystem::exists(lines)) {
@@ -74,13 +78,13 @@ TEST_CASE("workloads: a ShareGPT file sends its drawn conversations with their o
   const TempDir dir("workload-sharegpt-e2e");
   nlohmann::json items = nlohmann::json::array();
   for (int i = 0; i < 6; ++i) {
-    items.push_back(conversation("c" + std::to_string(i), "Question number " + std::to_string(i) + ": " +
-                                                              words(8 + i, "explain"),
+    items.push_back(conversation("c" + std::to_string(i),
+                                 "Question number " + std::to_string(i) + ": " + words(8 + i, "explain"),
                                  words(5 + 3 * i, "answer")));
   }
-  items.push_back(conversation("short", "Hi", "Hello there, how are you today?"));  // prompt too short
-  items.push_back(conversation("long", words(1500, "word"), "fine answer here"));     // prompt too long
-  items.push_back(nlohmann::json("not a conversation"));                             // malformed
+  items.push_back(conversation("short", "Hi", "Hello there, how are you today?")); // prompt too short
+  items.push_back(conversation("long", words(1500, "word"), "fine answer here"));  // prompt too long
+  items.push_back(nlohmann::json("not a conversation"));                           // malformed
   items.push_back({{"id", "one-turn"}, {"conversations", {{{"from", "human"}, {"value", "alone here"}}}}});
   const std::string file = dir.write("sg.json", items.dump(1));
   const ShareGptSpec spec{.file = file, .num_prompts = 4, .seed = 7};
@@ -136,21 +140,21 @@ TEST_CASE("workloads: JSONL prompts and chats go out as written, with their ids,
     return;
   }
   const TempDir dir("workload-jsonl-e2e");
-  const std::string prompts = dir.write("p.jsonl", "{\"prompt\": \"What is two plus two?\", \"n\": 5, \"cat\": \"math\", "
-                                                   "\"id\": \"m1\"}\n"
-                                                   "{\"prompt\": \"Write a haiku about rain.\", \"n\": 9, \"cat\": "
-                                                   "\"writing\", \"id\": \"w1\"}\n"
-                                                   "{\"prompt\": \"Name a prime.\", \"cat\": \"math\", \"id\": \"m2\"}\n");
+  const std::string prompts =
+      dir.write("p.jsonl", "{\"prompt\": \"What is two plus two?\", \"n\": 5, \"cat\": \"math\", "
+                           "\"id\": \"m1\"}\n"
+                           "{\"prompt\": \"Write a haiku about rain.\", \"n\": 9, \"cat\": "
+                           "\"writing\", \"id\": \"w1\"}\n"
+                           "{\"prompt\": \"Name a prime.\", \"cat\": \"math\", \"id\": \"m2\"}\n");
   Specsim sim({"--sim-speed", "50"});
-  const auto run = bench_dataset(sim, dir,
-                                 "{jsonl: {file: " + prompts +
-                                     ", output_field: n, category_field: cat, id_field: id, shuffle: false}}",
-                                 3, {"--max-tokens", "3"});
+  const auto run = bench_dataset(
+      sim, dir, "{jsonl: {file: " + prompts + ", output_field: n, category_field: cat, id_field: id, shuffle: false}}",
+      3, {"--max-tokens", "3"});
   CAPTURE(run.child.err);
   REQUIRE(run.child.code == 0);
   REQUIRE(run.records.size() == 3);
-  const std::vector<std::tuple<std::string, std::string, int>> want = {{"m1", "math", 5}, {"w1", "writing", 9},
-                                                                       {"m2", "math", 3}};
+  const std::vector<std::tuple<std::string, std::string, int>> want = {
+      {"m1", "math", 5}, {"w1", "writing", 9}, {"m2", "math", 3}};
   for (std::size_t i = 0; i < 3; ++i) {
     CAPTURE(i);
     CHECK(run.records[i]["prompt_id"] == std::get<0>(want[i]));
@@ -186,13 +190,14 @@ TEST_CASE("workloads: random prompts land within one token of their drawn length
   }
   const TempDir dir("workload-random-e2e");
   Specsim sim({"--sim-speed", "50"});
-  const std::string dataset = "{random: {input_tokens: 60, output_tokens: 12, range_ratio: 0.5, num_prompts: 6, seed: 3}}";
+  const std::string dataset =
+      "{random: {input_tokens: 60, output_tokens: 12, range_ratio: 0.5, num_prompts: 6, seed: 3}}";
   const auto run = bench_dataset(sim, dir, dataset, 6);
   CAPTURE(run.child.err);
   REQUIRE(run.child.code == 0);
   REQUIRE(run.records.size() == 6);
-  const auto expected = make_workload(RandomSpec{.input_tokens = 60, .output_tokens = 12, .range_ratio = 0.5,
-                                                 .num_prompts = 6, .seed = 3});
+  const auto expected = make_workload(
+      RandomSpec{.input_tokens = 60, .output_tokens = 12, .range_ratio = 0.5, .num_prompts = 6, .seed = 3});
   REQUIRE(expected.has_value());
   for (std::size_t i = 0; i < 6; ++i) {
     CAPTURE(i);
@@ -219,8 +224,8 @@ TEST_CASE("workloads: the built-in spec-decode set carries its categories") {
   }
   const TempDir dir("workload-specdec-e2e");
   Specsim sim({"--sim-speed", "50"});
-  const auto run = bench_dataset(sim, dir, "{specdec: {categories: [code, math], num_prompts: 4}}", 4,
-                                 {"--max-tokens", "4"});
+  const auto run =
+      bench_dataset(sim, dir, "{specdec: {categories: [code, math], num_prompts: 4}}", 4, {"--max-tokens", "4"});
   CAPTURE(run.child.err);
   REQUIRE(run.child.code == 0);
   REQUIRE(run.records.size() == 4);

@@ -128,7 +128,8 @@ variants:
                                      out().string(), "--state-dir", run_state_dir().string()};
     argv.insert(argv.end(), args.begin(), args.end());
     ++m_runs;
-    return std::make_unique<st::Process>(argv, log(), std::map<std::string, std::string>{{"HOME", m_dir.home().string()}});
+    return std::make_unique<st::Process>(argv, log(),
+                                         std::map<std::string, std::string>{{"HOME", m_dir.home().string()}});
   }
 
   int run(std::vector<std::string> args = {}) {

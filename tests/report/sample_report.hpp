@@ -176,9 +176,8 @@ inline report::Report sample_report() {
       levels_row("eagle3",
                  {figures(185.3, 2.01, 36, 5.4), figures(902.4, 1.16, 55, 11.0), figures(2650.8, 0.85, 260, 26.4)},
                  33.0),
-      levels_row(
-          "eagle3-no-graphs",
-          {figures(96.1, 1.04, 44, 10.4), figures(640.2, 0.82, 70, 15.6), figures(std::nullopt, std::nullopt, 0, 0)}),
+      levels_row("eagle3-no-graphs", {figures(96.1, 1.04, 44, 10.4), figures(640.2, 0.82, 70, 15.6),
+                                      figures(std::nullopt, std::nullopt, 0, 0)}),
       levels_row("eagle3-tp2", std::vector<LevelFigures>(3)),
   };
   r.levels.push_back(parallel);

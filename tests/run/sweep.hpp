@@ -31,7 +31,7 @@ using specctl::test::journal;
 using specctl::test::read_json;
 
 inline bool journal_has(const std::filesystem::path& out, const std::string& event, const std::string& variant,
-                 const std::string& phase = "") {
+                        const std::string& phase = "") {
   for (const auto& e : journal(out)) {
     if (e.value("event", "") == event && e.value("variant", "") == variant &&
         (phase.empty() || e.value("phase", "") == phase)) {
@@ -136,7 +136,8 @@ public:
 
   void write(const std::string& variants, const std::string& benchmarks, const std::string& load, int speed,
              const std::string& extra = "") {
-    std::ofstream(file()) << fmt::format(R"(name: e2e
+    std::ofstream(file()) << fmt::format(
+        R"(name: e2e
 {hosts}
 server:
   template: {template}
@@ -152,18 +153,17 @@ benchmarks:
 {benchmarks}
 {extra}
 )",
-                                         fmt::arg("hosts", m_host_block), fmt::arg("host", m_host),
-                                         fmt::arg("template", m_template), fmt::arg("knobs", m_knobs),
-                                         fmt::arg("port", m_port), fmt::arg("cleanup", m_cleanup), fmt::arg("load", load), fmt::arg("speed", speed),
-                                         fmt::arg("gpus", gpus().string()), fmt::arg("variants", variants),
-                                         fmt::arg("benchmarks", benchmarks), fmt::arg("extra", extra));
+        fmt::arg("hosts", m_host_block), fmt::arg("host", m_host), fmt::arg("template", m_template),
+        fmt::arg("knobs", m_knobs), fmt::arg("port", m_port), fmt::arg("cleanup", m_cleanup), fmt::arg("load", load),
+        fmt::arg("speed", speed), fmt::arg("gpus", gpus().string()), fmt::arg("variants", variants),
+        fmt::arg("benchmarks", benchmarks), fmt::arg("extra", extra));
   }
 
   // `wrapper` runs first and is given specctl's command line (e.g. a shell that mounts something).
   std::unique_ptr<st::Process> start(std::vector<std::string> args, std::vector<std::string> wrapper = {}) {
     std::vector<std::string> argv = std::move(wrapper);
-    for (const auto& word : {std::string(SPECCTL_BINARY), m_subcommand, file().string(),
-                             std::string("--state-dir"), state().string()}) {
+    for (const auto& word :
+         {std::string(SPECCTL_BINARY), m_subcommand, file().string(), std::string("--state-dir"), state().string()}) {
       argv.push_back(word);
     }
     argv.insert(argv.end(), args.begin(), args.end());

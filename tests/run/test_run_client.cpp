@@ -45,7 +45,9 @@ using run_test::live_tagged;
 using run_test::tags_in;
 
 // Servers and benchmark jobs a sweep left running.
-std::string strays(const std::filesystem::path& state) { return run_test::stray_servers(state); }
+std::string strays(const std::filesystem::path& state) {
+  return run_test::stray_servers(state);
+}
 
 // One sweep's world (as in test_run_e2e.cpp): an experiment file, its result
 // folder, the hosts' state folder and fake GPUs.

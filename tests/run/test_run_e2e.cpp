@@ -369,7 +369,8 @@ TEST_CASE("a sweep per engine personality: accept length from the engine's own s
 TEST_CASE("kill -9 of the server during a benchmark fails the variant at once, naming the death, keeping the levels") {
   Sweep sweep;
   sweep.write("  - name: victim",
-              R"(  - {name: parallel, kind: concurrency, repeats: 1, levels: [2, 8], requests: 400, max_tokens: 256})", "1s", 1);
+              R"(  - {name: parallel, kind: concurrency, repeats: 1, levels: [2, 8], requests: 400, max_tokens: 256})",
+              "1s", 1);
   auto run = sweep.start({"--out", sweep.out().string()});
   const auto out = sweep.out();
   // The second level is under way: the first one's figures must survive the death.

@@ -57,8 +57,8 @@ TEST_CASE("repeats and the A/A repeat: intervals per level, the noise table, the
     knobs: {speculative: eagle3, draft_model: /models/Kimi-K2.5-EAGLE3, spec_steps: 2, spec_topk: 1, spec_draft_tokens: 3})",
               // 24 requests a level: a window long enough for the GPU sampler's readings even
               // under AddressSanitizer (at 8, a c4 window of ~0.1 s had none and no tok/J).
-              R"(  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32, requests: 24})",
-              "1s", 20, R"(report:
+              R"(  - {name: parallel, kind: concurrency, levels: [1, 4], max_tokens: 32, requests: 24})", "1s", 20,
+              R"(report:
   noise: true)");
   int code = sweep.run({"--out", sweep.out().string()});
   INFO(sweep.output());

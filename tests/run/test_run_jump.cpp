@@ -28,9 +28,8 @@ std::unique_ptr<JumpTopology> topology_or_skip(int hops) {
 
 // "{ssh: ..., identity: ..., known_hosts: ...": a hop as the hop before it sees it, braces left open.
 std::string host_entry(const JumpTopology& topology, Hop hop) {
-  return fmt::format(R"({{ssh: "{}@{}:{}", identity: "{}", known_hosts: "{}")", topology.user(),
-                     topology.address(hop), topology.port(hop), topology.user_key().string(),
-                     topology.known_hosts().string());
+  return fmt::format(R"({{ssh: "{}@{}:{}", identity: "{}", known_hosts: "{}")", topology.user(), topology.address(hop),
+                     topology.port(hop), topology.user_key().string(), topology.known_hosts().string());
 }
 
 // An ssh config that names every hop (bastion, login2, gpu-node), for ProxyJump and ProxyCommand.
@@ -38,8 +37,8 @@ std::string ssh_config(const JumpTopology& topology, const std::string& gpu_node
   auto block = [&](const std::string& alias, Hop hop, const std::string& extra) {
     return fmt::format("Host {}\n  HostName {}\n  Port {}\n  User {}\n  IdentityFile {}\n  UserKnownHostsFile {}\n"
                        "  StrictHostKeyChecking yes\n  BatchMode yes\n{}",
-                       alias, topology.address(hop), topology.port(hop), topology.user(),
-                       topology.user_key().string(), topology.known_hosts().string(), extra);
+                       alias, topology.address(hop), topology.port(hop), topology.user(), topology.user_key().string(),
+                       topology.known_hosts().string(), extra);
   };
   std::string out = block("bastion", Hop::bastion, "");
   if (topology.hops() == 2) {
@@ -141,8 +140,8 @@ TEST_CASE("the bastion dropped mid-benchmark: the chain is rebuilt and the sweep
   - {name: long, kind: concurrency, repeats: 1, levels: [2], requests: 6, max_tokens: 512})",
               "1s", 5);
   auto specctl = sweep.start({"--out", sweep.out().string()});
-  REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "only", "bench long"); },
-                         k_sweep_timeout));
+  REQUIRE(
+      st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "only", "bench long"); }, k_sweep_timeout));
   std::size_t before = topology->bastion_connections();
   CHECK(topology->kill_bastion_sessions() >= 1);
   auto code = specctl->wait_exit_code(k_sweep_timeout);

@@ -2,8 +2,8 @@
 // a full disk, a Ctrl-C or kill -9 in the teardown, a damaged result file, names
 // that are paths, a matrix far too large.
 
-#include "sweep.hpp"
 #include "../support/skip.hpp"
+#include "sweep.hpp"
 
 #include <doctest/doctest.h>
 
@@ -46,7 +46,8 @@ TEST_CASE("two runs on one machine at once: neither touches the other's server")
   std::string cleanups;
   for (const auto* sweep : {&first, &second}) {
     for (const auto& e : journal(sweep->out())) {
-      if (e.value("phase", "") == "cleanup" || e.value("event", "") == "launched" || e.value("event", "") == "torn_down") {
+      if (e.value("phase", "") == "cleanup" || e.value("event", "") == "launched" ||
+          e.value("event", "") == "torn_down") {
         cleanups += e.dump() + "\n";
       }
     }
@@ -224,7 +225,8 @@ TEST_CASE("names that are paths and matrices too large are refused before anythi
   const std::string server = "server: {template: specsim, model: /m, port: 31999}\n";
   for (const auto& [what, file] : std::vector<std::pair<std::string, std::string>>{
            {"variant", "name: ok\n" + server + "variants: [{name: ..}]\n"},
-           {"benchmark", "name: ok\n" + server + "variants: [{name: a}]\nbenchmarks: [{name: ., kind: single_stream}]\n"},
+           {"benchmark",
+            "name: ok\n" + server + "variants: [{name: a}]\nbenchmarks: [{name: ., kind: single_stream}]\n"},
            {"experiment", "name: ..\n" + server + "variants: [{name: a}]\n"}}) {
     CAPTURE(what);
     auto path = write(what + ".yaml", file);
@@ -240,9 +242,11 @@ TEST_CASE("names that are paths and matrices too large are refused before anythi
   for (int s = 1; s <= 30; ++s) {
     loads.push_back(std::to_string(s) + "s");
   }
-  auto large = write("large.yaml", "name: large\n" + server + "variants:\n  - name: v\n    matrix: {sim_load_time: [" +
-                                       fmt::format("{}", fmt::join(loads, ", ")) +
-                                       "], sim_speed: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\nbenchmarks: [{name: single, kind: single_stream}]\n");
+  auto large =
+      write("large.yaml",
+            "name: large\n" + server + "variants:\n  - name: v\n    matrix: {sim_load_time: [" +
+                fmt::format("{}", fmt::join(loads, ", ")) +
+                "], sim_speed: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\nbenchmarks: [{name: single, kind: single_stream}]\n");
   for (const char* command : {"validate", "plan", "run"}) {
     CAPTURE(command);
     auto refused = st::run_command({SPECCTL_BINARY, command, large});
@@ -362,7 +366,8 @@ TEST_CASE("a full disk at each point of a run: exit 1, one clear error, every re
         CHECK(run->resume_code == 2);
       }
       failed_files.insert(failed_file(run->log));
-      MESSAGE(fraction << ": exit " << run->code << ", resume " << run->resume_code << ", failed " << failed_file(run->log));
+      MESSAGE(fraction << ": exit " << run->code << ", resume " << run->resume_code << ", failed "
+                       << failed_file(run->log));
       if (run->log.find("the run stopped launching variants") != std::string::npos) {
         CHECK(run->log.find("it needs about ") != std::string::npos);
       }

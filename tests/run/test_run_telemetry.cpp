@@ -108,7 +108,8 @@ TEST_CASE("telemetry: every window of a sweep is sampled: tok/J per level, telem
     // A load of 2 s has one sample of its own and the reading taken once ready: the
     // weights and the KV cache, most of the GPU under SGLang's memory fraction.
     CHECK(telemetry["load"]["samples"].get<int>() >= 2);
-    CHECK(telemetry["load"]["memory_peak_mib"][0].get<double>() > 0.5 * telemetry["load"]["memory_total_mib"].get<double>());
+    CHECK(telemetry["load"]["memory_peak_mib"][0].get<double>() >
+          0.5 * telemetry["load"]["memory_total_mib"].get<double>());
     std::vector<const json*> windows{&result["benchmarks"]["single"]};
     for (const auto& level : result["benchmarks"]["parallel"]["levels"]) {
       windows.push_back(&level);
@@ -191,14 +192,18 @@ TEST_CASE("telemetry: an old driver's field names are used, and a host without n
 }
 
 TEST_CASE("telemetry: Ctrl-C, and kill -9 then --resume, during a sampled level leave no nvidia-smi running") {
-  const std::string long_level = R"(  - {name: long, kind: concurrency, repeats: 1, levels: [2], requests: 8, max_tokens: 1024})";
+  const std::string long_level =
+      R"(  - {name: long, kind: concurrency, repeats: 1, levels: [2], requests: 8, max_tokens: 1024})";
   SUBCASE("Ctrl-C") {
     Sweep sweep;
     sweep.write("  - name: first", long_level, "1s", 2);
     auto specctl = sweep.start({"--out", sweep.out().string()});
-    REQUIRE(st::wait_until([&] { return !live_samplers(sweep.gpus()).empty() &&
-                                        journal_has(sweep.out(), "phase_started", "first", "bench long"); },
-                           k_sweep_timeout));
+    REQUIRE(st::wait_until(
+        [&] {
+          return !live_samplers(sweep.gpus()).empty() &&
+                 journal_has(sweep.out(), "phase_started", "first", "bench long");
+        },
+        k_sweep_timeout));
     specctl->signal(SIGINT);
     REQUIRE(specctl->wait_exit_code(k_signal_exit_timeout) == 130);
     INFO(sweep.output());
@@ -209,9 +214,12 @@ TEST_CASE("telemetry: Ctrl-C, and kill -9 then --resume, during a sampled level 
     Sweep sweep;
     sweep.write("  - name: first", long_level, "1s", 2);
     auto specctl = sweep.start({"--out", sweep.out().string()});
-    REQUIRE(st::wait_until([&] { return !live_samplers(sweep.gpus()).empty() &&
-                                        journal_has(sweep.out(), "phase_started", "first", "bench long"); },
-                           k_sweep_timeout));
+    REQUIRE(st::wait_until(
+        [&] {
+          return !live_samplers(sweep.gpus()).empty() &&
+                 journal_has(sweep.out(), "phase_started", "first", "bench long");
+        },
+        k_sweep_timeout));
     specctl->signal(SIGKILL);
     REQUIRE(specctl->wait_exit_code(k_signal_exit_timeout) == 128 + SIGKILL);
     // Killed with specctl's host connection: the sampler runs on, as the server does.

@@ -28,7 +28,9 @@ constexpr const char* k_tune_block = R"(tune:
 
 constexpr const char* k_load_levels = "{concurrency: [1, 30], repeats: 2, max_tokens: 32}";
 
-std::string tune_block(const std::string& load) { return fmt::format(k_tune_block, fmt::arg("load", load)); }
+std::string tune_block(const std::string& load) {
+  return fmt::format(k_tune_block, fmt::arg("load", load));
+}
 
 // Each variant's launches in a result folder's journal.
 std::map<std::string, int> launches(const std::filesystem::path& out) {

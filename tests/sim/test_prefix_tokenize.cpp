@@ -31,9 +31,9 @@ std::set<std::string> keys_of(const json& object) {
 }
 
 int completion_prompt_tokens(const Server& server, const std::string& prompt) {
-  return post_json(server, "/v1/completions", {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 1}})["usage"]
-      ["prompt_tokens"]
-          .get<int>();
+  return post_json(server, "/v1/completions",
+                   {{"model", "m"}, {"prompt", prompt}, {"max_tokens", 1}})["usage"]["prompt_tokens"]
+      .get<int>();
 }
 
 const json k_messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
@@ -161,8 +161,8 @@ TEST_CASE("tokenize: SGLang's /tokenize and /v1/tokenize, exactly one of prompt 
     CHECK(reply["tokens"].size() == reply["count"].get<std::size_t>());
   }
   const auto chat = post_json(server, "/tokenize", {{"messages", k_messages}});
-  CHECK(chat["count"] ==
-        post_json(server, "/v1/chat/completions", {{"messages", k_messages}, {"max_tokens", 1}})["usage"]["prompt_tokens"]);
+  CHECK(chat["count"] == post_json(server, "/v1/chat/completions",
+                                   {{"messages", k_messages}, {"max_tokens", 1}})["usage"]["prompt_tokens"]);
   const auto both = post_json(server, "/tokenize", {{"prompt", text}, {"messages", k_messages}}, 400);
   CHECK(both["message"] == "Exactly one of 'prompt' or 'messages' must be provided.");
   const auto list = post_json(server, "/tokenize", {{"prompt", {text, text + text}}});
@@ -198,9 +198,9 @@ TEST_CASE("prefix cache: SGLang reports cached_tokens only with --enable-cache-r
 
 TEST_CASE("prefix cache: vLLM caches whole blocks by default, reports them with --enable-prompt-tokens-details") {
   const auto start = [](std::vector<std::string> extra) {
-    std::vector<std::string> args{"--sim-engine", "vllm", "serve", "/models/Llama", "--host",        "127.0.0.1",
-                                  "--port",       "{port}", "--sim-gpu-dir", "{gpu_dir}", "--sim-load-time", "0.2s",
-                                  "--sim-speed",  "10"};
+    std::vector<std::string> args{
+        "--sim-engine", "vllm",          "serve",     "/models/Llama",   "--host", "127.0.0.1",   "--port",
+        "{port}",       "--sim-gpu-dir", "{gpu_dir}", "--sim-load-time", "0.2s",   "--sim-speed", "10"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
@@ -228,8 +228,9 @@ TEST_CASE("prefix cache: vLLM caches whole blocks by default, reports them with 
 
 TEST_CASE("prefix cache: llama.cpp reports cached_tokens and timings.cache_n always, --no-cache-prompt") {
   const auto start = [](const char* extra) {
-    std::vector<std::string> args{"--sim-engine", "llamacpp", "-m", "/models/target", "--port", "{port}",
-                                  "--sim-gpu-dir", "{gpu_dir}", "--sim-load-time", "0.2s", "--sim-speed", "10"};
+    std::vector<std::string> args{
+        "--sim-engine", "llamacpp",        "-m",   "/models/target", "--port", "{port}", "--sim-gpu-dir",
+        "{gpu_dir}",    "--sim-load-time", "0.2s", "--sim-speed",    "10"};
     if (extra != nullptr) {
       args.emplace_back(extra);
     }
@@ -268,8 +269,8 @@ TEST_CASE("speculation: a built-in code prompt is accepted longer than a convers
                  "3"});
   REQUIRE(server.wait_ready());
   const auto run = [&](const std::string& prompt) {
-    const auto reply = post_json(server, "/v1/completions",
-                                 {{"prompt", prompt}, {"max_tokens", 600}, {"ignore_eos", true}});
+    const auto reply =
+        post_json(server, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 600}, {"ignore_eos", true}});
     return truth_of(server, reply["id"]);
   };
   // As specctl sends them: a unique prefix, then the built-in text.

@@ -100,8 +100,8 @@ TEST_CASE("a job past its time limit is a failed variant with Slurm's reason") {
   CHECK(record.find("JobState=TIMEOUT ") != std::string::npos);
   CHECK(record.find("Reason=TimeLimit ") != std::string::npos);
   CHECK(record.find("TimeLimit=00:01:00 ") != std::string::npos);
-  const auto job_output = read_file(std::filesystem::path(result["slurm"]["job_dir"].get<std::string>()) /
-                                    ("slurm-" + id + ".out"));
+  const auto job_output =
+      read_file(std::filesystem::path(result["slurm"]["job_dir"].get<std::string>()) / ("slurm-" + id + ".out"));
   CHECK(job_output.find("DUE TO TIME LIMIT") != std::string::npos);
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("kill -9 of the coordinator, then --resume adopts the jobs and complet
     failed_before_kill += e.value("status", "") != "ok" ? 1 : 0;
   }
   INFO("finished before the kill: " << journal_events(sweep.out(), "variant_finished").size() << ", "
-                                     << failed_before_kill << " not ok");
+                                    << failed_before_kill << " not ok");
   std::set<std::string> ids;
   for (const auto& e : first) {
     if (!finished.contains(e.value("variant", ""))) {

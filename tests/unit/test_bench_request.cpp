@@ -28,7 +28,8 @@ TEST_CASE("request bodies") {
       "stream_options":{"include_usage":true,"continuous_usage_stats":true}})"));
   }
   SUBCASE("a request's own output length wins over the benchmark's") {
-    const auto body = nlohmann::json::parse(build_body(options, "m", WorkloadRequest{.prompt = "Hi", .output_tokens = 7}));
+    const auto body =
+        nlohmann::json::parse(build_body(options, "m", WorkloadRequest{.prompt = "Hi", .output_tokens = 7}));
     CHECK(body["max_tokens"] == 7);
   }
   SUBCASE("the unique text goes where the shared prefix ends") {
@@ -40,8 +41,9 @@ TEST_CASE("request bodies") {
   }
   SUBCASE("chat messages: sent as they are, the unique text before the last user turn") {
     options.endpoint = Endpoint::chat;
-    const WorkloadRequest chat{.messages = {{"system", "be brief"}, {"user", "one"}, {"assistant", "two"},
-                                            {"user", "three"}, {"assistant", "four"}}};
+    const WorkloadRequest chat{
+        .messages = {
+            {"system", "be brief"}, {"user", "one"}, {"assistant", "two"}, {"user", "three"}, {"assistant", "four"}}};
     const auto body = nlohmann::json::parse(build_body(options, "m", chat, "[u] "));
     CHECK(body["messages"] == nlohmann::json::parse(R"([{"role":"system","content":"be brief"},
       {"role":"user","content":"one"},{"role":"assistant","content":"two"},{"role":"user","content":"[u] three"},
@@ -127,7 +129,8 @@ TEST_CASE("prompt sources") {
   SUBCASE("missing and empty files") {
     auto missing = load_prompts(*parse_prompt_source((dir / "nope.txt").string()));
     REQUIRE_FALSE(missing);
-    CHECK(std::string(missing.error().what()).ends_with("nope.txt: cannot read the prompt file: No such file or directory"));
+    CHECK(std::string(missing.error().what())
+              .ends_with("nope.txt: cannot read the prompt file: No such file or directory"));
     std::ofstream(dir / "empty.txt") << "\n\n";
     auto empty = load_prompts(*parse_prompt_source((dir / "empty.txt").string()));
     REQUIRE_FALSE(empty);

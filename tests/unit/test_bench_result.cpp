@@ -66,8 +66,8 @@ TEST_CASE("repeated prompts with identical acceptance are flagged") {
           "send: the speculator learned the answers from earlier requests, and the accept length reflects repeated "
           "prompts, not the workload");
     // Half as much again, but only a few tokens more: noise on short answers, not learning.
-    CHECK_FALSE(repeated_acceptance_flag("x", {drafted(0, 10, 4), drafted(0, 10, 8), drafted(1, 10, 4),
-                                               drafted(1, 10, 8)}));
+    CHECK_FALSE(
+        repeated_acceptance_flag("x", {drafted(0, 10, 4), drafted(0, 10, 8), drafted(1, 10, 4), drafted(1, 10, 8)}));
   }
   SUBCASE("no prompt sent twice, failed requests and requests without timings") {
     std::vector<RequestRecord> records = {drafted(0, 40, 40), drafted(1, 40, 40), drafted(0, -1, -1)};

@@ -30,9 +30,7 @@ Loaded load_text(const std::string& yaml) {
   const fs::path dir =
       fs::temp_directory_path() / ("specctl-hosts-" + std::to_string(getpid()) + "-" + std::to_string(++counter));
   fs::create_directories(dir);
-  {
-    std::ofstream(dir / "e.yaml") << yaml;
-  }
+  { std::ofstream(dir / "e.yaml") << yaml; }
   setenv("SPECCTL_SSH_CONFIG", "/nonexistent", 1);
   setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
   Loaded out;

@@ -112,8 +112,7 @@ TEST_CASE("hosts: local, ssh targets and ~/.ssh/config aliases") {
   CHECK(node1.port == 2222);
   CHECK(node1.identities == std::vector<std::string>{"~/.ssh/gpu"});
   CHECK(node1.ssh_alias == "gpu1");
-  CHECK(node1.describe() ==
-        "ssh root@10.0.0.7:2222 (alias gpu1 from ssh config), key ~/.ssh/gpu, host key strict");
+  CHECK(node1.describe() == "ssh root@10.0.0.7:2222 (alias gpu1 from ssh config), key ~/.ssh/gpu, host key strict");
   const auto& node2 = e.hosts.at("node2");
   CHECK(node2.hostname == "::1");
   CHECK(node2.user == "admin");
@@ -164,8 +163,10 @@ TEST_CASE("a template named by path is found next to the file that names it, not
     Diagnostics diag;
     (void)load_experiment((dir / "missing.yaml").string(), diag);
     REQUIRE(diag.has_errors());
-    CHECK(diag.items()[0].str() == (dir / "missing.yaml").string() + ":3:13: template file "
-                                   "\"./nope.yaml\" not found: no file " + (dir / "nope.yaml").string());
+    CHECK(diag.items()[0].str() == (dir / "missing.yaml").string() +
+                                       ":3:13: template file "
+                                       "\"./nope.yaml\" not found: no file " +
+                                       (dir / "nope.yaml").string());
   }
   fs::remove_all(dir);
 }
@@ -307,7 +308,8 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
   const std::string file = data.filename().string();
   SUBCASE("every source, described; random and shared_prefix sent verbatim") {
     auto ok = load_text("variants: [{name: a}]\nbenchmarks:\n"
-                        "  - {name: j, kind: single_stream, endpoint: chat, prompts: {jsonl: {file: " + file +
+                        "  - {name: j, kind: single_stream, endpoint: chat, prompts: {jsonl: {file: " +
+                        file +
                         ", seed: 4}}}\n"
                         "  - {name: r, kind: concurrency, levels: [1], prompts: {random: {input_tokens: 100, "
                         "output_tokens: 10, num_prompts: 4}}}\n"
@@ -329,23 +331,28 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
   }
   SUBCASE("mistakes are one line each, at their key") {
     auto bad = load_text("variants: [{name: a}]\nbenchmarks:\n"
-                         "  - {name: j, kind: single_stream, prompts: {jsonl: {file: " + file + "}}}\n"
+                         "  - {name: j, kind: single_stream, prompts: {jsonl: {file: " +
+                         file +
+                         "}}}\n"
                          "  - {name: m, kind: single_stream, prompts: {sharegpt: {file: missing.json}}}\n"
                          "  - {name: k, kind: single_stream, prompts: {random: {input_tokns: 5}}}\n"
-                         "  - {name: n, kind: single_stream, prompts: {jsonl: {file: " + file +
+                         "  - {name: n, kind: single_stream, prompts: {jsonl: {file: " +
+                         file +
                          ", num_prompts: 3}}}\n"
                          "  - {name: d, kind: single_stream, prompts: {specdec: {categories: [cod]}}}\n");
     CHECK(bad.messages ==
           "sweep.yaml:5:45: benchmarks[0].prompts: the dataset holds chats (messages): they need endpoint: chat\n"
-          "sweep.yaml:6:63: benchmarks[1].prompts.sharegpt.file: dataset file \"" + (dir / "missing.json").string() +
+          "sweep.yaml:6:63: benchmarks[1].prompts.sharegpt.file: dataset file \"" +
+              (dir / "missing.json").string() +
               "\" does not exist\n"
-          "sweep.yaml:7:55: unknown key \"input_tokns\" in benchmarks[2].prompts.random (did you mean "
-          "\"input_tokens\"?)\n"
-          "sweep.yaml:8:53: benchmarks[3].prompts.jsonl: " + data.string() +
+              "sweep.yaml:7:55: unknown key \"input_tokns\" in benchmarks[2].prompts.random (did you mean "
+              "\"input_tokens\"?)\n"
+              "sweep.yaml:8:53: benchmarks[3].prompts.jsonl: " +
+              data.string() +
               ": 2 requests in the file, fewer than num_prompts 3\n"
-          "sweep.yaml:9:55: benchmarks[4].prompts.specdec: specdec: unknown category \"cod\" (did you mean "
-          "\"code\"?) (the categories: conversation, code, math, summarisation, translation, reasoning, "
-          "extraction, writing)\n");
+              "sweep.yaml:9:55: benchmarks[4].prompts.specdec: specdec: unknown category \"cod\" (did you mean "
+              "\"code\"?) (the categories: conversation, code, math, summarisation, translation, reasoning, "
+              "extraction, writing)\n");
   }
   fs::remove(data);
 }

@@ -3,8 +3,8 @@
 // transport, and what each transport is handed (experiment/connect).
 #include <doctest/doctest.h>
 
-#include "../support/temp_dir.hpp"
 #include "../support/ssh_testing.hpp"
+#include "../support/temp_dir.hpp"
 
 #include <specctl/experiment/connect.hpp>
 #include <specctl/experiment/experiment.hpp>
@@ -31,7 +31,8 @@ Loaded load_hosts(const std::string& hosts, const std::string& config = "") {
   test::TempDir dir("specctl-ssh-hosts");
   {
     std::ofstream(dir.path() / "ssh_config") << config;
-    std::ofstream(dir.path() / "e.yaml") << "name: hosts\n" << hosts
+    std::ofstream(dir.path() / "e.yaml") << "name: hosts\n"
+                                         << hosts
                                          << "server:\n  template: sglang\n  model: /models/m\n  port: 30000\n"
                                             "variants:\n  - name: a\n    host: node\n"
                                             "benchmarks:\n  - {name: s, kind: single_stream, runs: 1, max_tokens: 8}\n";
@@ -151,8 +152,8 @@ Host tunnelled
     CHECK(node.route() == "laptop → (ProxyCommand) → node");
   }
   SUBCASE("the experiment's jump replaces the config's, and none removes it") {
-    auto loaded = load_hosts("hosts:\n  node: {ssh: gpu-7, jump: none}\n  other: {ssh: tunnelled, jump: [jump1]}\n",
-                             config);
+    auto loaded =
+        load_hosts("hosts:\n  node: {ssh: gpu-7, jump: none}\n  other: {ssh: tunnelled, jump: [jump1]}\n", config);
     INFO(loaded.errors);
     REQUIRE(loaded.errors.empty());
     CHECK(loaded.experiment.hosts.at("node").jumps.empty());
@@ -189,16 +190,21 @@ TEST_CASE("ssh hosts: transport openssh, and keywords only OpenSSH implements ar
 }
 
 TEST_CASE("ssh hosts: mistakes in jump and transport name the key") {
-  auto errors = [](const std::string& hosts, const std::string& config = "") { return load_hosts(hosts, config).errors; };
-  CHECK(contains(errors("hosts:\n  node: {ssh: a@b, jump: [node]}\n"), "hosts.node.jump: \"node\" cannot jump through itself"));
+  auto errors = [](const std::string& hosts, const std::string& config = "") {
+    return load_hosts(hosts, config).errors;
+  };
+  CHECK(contains(errors("hosts:\n  node: {ssh: a@b, jump: [node]}\n"),
+                 "hosts.node.jump: \"node\" cannot jump through itself"));
   CHECK(contains(errors("hosts:\n  here: {local: true}\n  node: {ssh: a@b, jump: [here]}\n"),
                  "\"here\" is not an SSH host"));
-  CHECK(contains(errors("hosts:\n  x: {ssh: a@x, jump: [node]}\n  node: {ssh: a@b, jump: [x]}\n"), "a loop of jump hosts"));
+  CHECK(contains(errors("hosts:\n  x: {ssh: a@x, jump: [node]}\n  node: {ssh: a@b, jump: [x]}\n"),
+                 "a loop of jump hosts"));
   CHECK(contains(errors("hosts:\n  node: {ssh: a@b, jump: [\"bad host!\"]}\n"), "is not an SSH target"));
   CHECK(contains(errors("hosts:\n  node: {ssh: a@b, transport: putty}\n"), "hosts.node.transport"));
   CHECK(contains(errors("hosts:\n  node: {local: true, jump: [x]}\n"), "only SSH hosts take this key"));
-  CHECK(contains(errors("hosts:\n  node: {ssh: loop1}\n", "Host loop1\n  ProxyJump loop2\nHost loop2\n  ProxyJump loop1\n"),
-                 "a ProxyJump loop"));
+  CHECK(contains(
+      errors("hosts:\n  node: {ssh: loop1}\n", "Host loop1\n  ProxyJump loop2\nHost loop2\n  ProxyJump loop1\n"),
+      "a ProxyJump loop"));
   // A broken config names its file and line.
   CHECK(contains(errors("hosts:\n  node: {ssh: gpu}\n", "Host gpu\n  Port nine\n"), "ssh_config:2"));
 }

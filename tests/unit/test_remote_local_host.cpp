@@ -7,15 +7,15 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
-#include <fstream>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
-#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace specctl::remote;
@@ -25,7 +25,6 @@ namespace fs = std::filesystem;
 using specctl::test::TempDir;
 
 namespace {
-
 
 // Polls `condition` until it holds or `limit` passes.
 template <typename F> bool eventually(F condition, std::chrono::milliseconds limit = 10s) {

@@ -179,10 +179,10 @@ TEST_CASE("ssh jump: a ProxyCommand carries the connection, and ends with it") {
   // A marker in the command line finds the proxy's processes afterwards.
   std::string marker = fmt::format("specctl-proxy-{}", ::getpid());
   SUBCASE("ssh -W through the bastion") {
-    target.proxy_command = fmt::format("exec ssh -F {} -o SetEnv=M={} -W {}:{} -p {} {}@{}",
-                                       util::shell_quote(topology->ssh_config().string()), marker,
-                                       topology->address(Hop::target), topology->port(Hop::target), bastion.port,
-                                       bastion.user, bastion.hostname);
+    target.proxy_command =
+        fmt::format("exec ssh -F {} -o SetEnv=M={} -W {}:{} -p {} {}@{}",
+                    util::shell_quote(topology->ssh_config().string()), marker, topology->address(Hop::target),
+                    topology->port(Hop::target), bastion.port, bastion.user, bastion.hostname);
     CHECK(target.route() == "laptop → (ProxyCommand) → gpu-node");
     {
       auto host = connect_or_fail(target, *topology);
@@ -236,8 +236,8 @@ TEST_CASE("ssh jump: bad setups fail in one line naming the hop") {
   }
   SUBCASE("a passphrase-protected key and no agent: no prompt, the hop named") {
     auto key = std::filesystem::path(topology->ssh_config()).parent_path() / "locked_key";
-    auto made = test::run_program({"ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", key.string()},
-                                  key.parent_path());
+    auto made =
+        test::run_program({"ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", key.string()}, key.parent_path());
     REQUIRE_MESSAGE(made.exit_code == 0, made.output);
     // Authorized on the bastion: only the passphrase stands in the way.
     std::ofstream(key.parent_path() / "authorized_keys", std::ios::app) << test::read_file(key.string() + ".pub");

@@ -52,8 +52,8 @@ TEST_CASE("report: compare two runs, before and after") {
   // After: eagle3's runs slower (147 → 120 ± 3), baseline unchanged, eagle3-steps4 failing now.
   auto path = dir / "after" / "variants" / "eagle3" / "result.json";
   auto doc = nlohmann::json::parse(read_file(path));
-  doc["benchmarks"]["single-stream"]["result"]["runs"] =
-      nlohmann::json::array({{{"ok", true}, {"tok_s", 117}}, {{"ok", true}, {"tok_s", 120}}, {{"ok", true}, {"tok_s", 123}}});
+  doc["benchmarks"]["single-stream"]["result"]["runs"] = nlohmann::json::array(
+      {{{"ok", true}, {"tok_s", 117}}, {{"ok", true}, {"tok_s", 120}}, {{"ok", true}, {"tok_s", 123}}});
   doc["benchmarks"]["parallel"]["levels"][2]["metrics"]["output_tok_s"] = 1530;
   std::ofstream(path) << doc.dump();
   auto steps4 = dir / "after" / "variants" / "eagle3-steps4" / "result.json";

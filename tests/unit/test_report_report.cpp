@@ -8,10 +8,10 @@
 
 #include <cstdlib>
 #include <doctest/doctest.h>
-#include <fstream>
-#include <sstream>
 #include <fmt/format.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace fs = std::filesystem;
 namespace report = specctl::report;
@@ -120,8 +120,8 @@ TEST_CASE("report: another baseline, and baselines that cannot be used") {
 
 TEST_CASE("report: a folder that is not a run is named in one line") {
   specctl::test::TempDir dir;
-  CHECK_THROWS_WITH_AS(report::read_run(dir.path()),
-                       doctest::Contains("run.json: cannot read run.json"), specctl::Error);
+  CHECK_THROWS_WITH_AS(report::read_run(dir.path()), doctest::Contains("run.json: cannot read run.json"),
+                       specctl::Error);
   std::ofstream(dir / "run.json") << "{\"format\": \"specctl-run\", \"variants\": [";
   CHECK_THROWS_WITH_AS(report::read_run(dir.path()), doctest::Contains("run.json: not valid JSON"), specctl::Error);
   std::ofstream(dir / "run.json") << R"({"format": "specctl-run", "variants": []})";
@@ -162,7 +162,8 @@ TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few f
   CHECK(broken.verdict == Verdict::not_measured);
   CHECK(broken.why == "18 of 20 requests failed (90%, more than 5%)");
   CHECK(variant(r, "broken").status == "failed");
-  CHECK(variant(r, "broken").reason == "bench single-stream: 18 of 20 requests failed (90%, more than 5%): not measured");
+  CHECK(variant(r, "broken").reason ==
+        "bench single-stream: 18 of 20 requests failed (90%, more than 5%): not measured");
   CHECK_FALSE(r.passed());
 
   // flaky: 2 of 462 requests failed (0.4%): measured, the cell says so, the variant is flagged.
@@ -287,9 +288,10 @@ TEST_CASE("report: the terminal table says what report.json says, cell by cell")
       for (const auto& t : doc["levels"]) {
         for (const auto& cell : t["rows"][i]["levels"]) {
           const auto& tok_s = cell["output_tok_s"];
-          std::string expected = tok_s.is_null()                 ? "-"
-                                 : tok_s["n"].get<int>() < 2 ? fixed(tok_s["mean"], 1)
-                                                             : fixed(tok_s["mean"], 1) + " ± " + fixed(tok_s["stdev"], 1);
+          std::string expected = tok_s.is_null() ? "-"
+                                 : tok_s["n"].get<int>() < 2
+                                     ? fixed(tok_s["mean"], 1)
+                                     : fixed(tok_s["mean"], 1) + " ± " + fixed(tok_s["stdev"], 1);
           if (cell["requests"]["failed"].get<int>() > 0) {
             expected += fmt::format(" ({} of {} failed)", cell["requests"]["failed"].get<int>(),
                                     cell["requests"]["requests"].get<int>());

@@ -7,8 +7,8 @@
 #include <doctest/doctest.h>
 #include <fstream>
 
-using specctl::test::TempDir;
 using nlohmann::json;
+using specctl::test::TempDir;
 
 namespace {
 
@@ -33,7 +33,10 @@ report:
 )";
 
 json variant_result(const std::string& name, double single, double c1, double c10, std::optional<double> accept) {
-  json r = {{"format", specctl::report::k_result_format}, {"version", 1}, {"variant", name}, {"status", "ok"},
+  json r = {{"format", specctl::report::k_result_format},
+            {"version", 1},
+            {"variant", name},
+            {"status", "ok"},
             {"load", {{"load_s", 12.25}}}};
   r["benchmarks"]["single"]["metrics"] = {{"output_tok_s", single}, {"output_tok_s_stdev", 0.5}};
   if (accept) {
@@ -64,7 +67,9 @@ TEST_CASE("results: metrics found by benchmark and level, a summary table") {
                                            variant_result("baseline", 92.6, 91.0, 760.0, std::nullopt).dump()));
   REQUIRE(specctl::util::write_file_atomic(paths.result("eagle3"),
                                            variant_result("eagle3", 96.1, 95.0, 104.0, 1.97).dump()));
-  json broken = {{"format", specctl::report::k_result_format}, {"variant", "broken"}, {"status", "failed"},
+  json broken = {{"format", specctl::report::k_result_format},
+                 {"variant", "broken"},
+                 {"status", "failed"},
                  {"reason", "load: the server exited with code 1"}};
   REQUIRE(specctl::util::write_file_atomic(paths.result("broken"), broken.dump()));
 
@@ -73,9 +78,10 @@ TEST_CASE("results: metrics found by benchmark and level, a summary table") {
   const auto& expect = experiment.report.expect;
   REQUIRE(expect.size() == 3);
   CHECK(specctl::report::find_metric(*baseline, expect[0]) == doctest::Approx(92.6));
-  CHECK(specctl::report::find_metric(*specctl::report::read_result(paths, "eagle3"), expect[1]) == doctest::Approx(104.0));
-  CHECK_FALSE(specctl::report::find_metric(*baseline, specctl::experiment::Expectation{
-                                                       "baseline", "parallel", 70, {}, "output_tok_s", 1, 10, {}}));
+  CHECK(specctl::report::find_metric(*specctl::report::read_result(paths, "eagle3"), expect[1]) ==
+        doctest::Approx(104.0));
+  CHECK_FALSE(specctl::report::find_metric(
+      *baseline, specctl::experiment::Expectation{"baseline", "parallel", 70, {}, "output_tok_s", 1, 10, {}}));
 
   // A level measured three times (repeats): the expectation holds against their mean.
   auto repeated = *baseline;

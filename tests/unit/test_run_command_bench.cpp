@@ -19,7 +19,6 @@ using specctl::test::TempDir;
 
 namespace {
 
-
 constexpr util::Duration k_shell_timeout = 10s;
 
 run::CommandContext context_with_model(std::string model) {

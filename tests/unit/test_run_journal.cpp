@@ -92,7 +92,8 @@ TEST_CASE("journal: several threads never interleave within a line") {
   for (int t = 0; t < k_threads; ++t) {
     threads.emplace_back([&journal, t] {
       for (int i = 0; i < k_entries; ++i) {
-        journal.record("phase_started", {{"variant", "v" + std::to_string(t)}, {"i", i}, {"pad", std::string(500, 'x')}});
+        journal.record("phase_started",
+                       {{"variant", "v" + std::to_string(t)}, {"i", i}, {"pad", std::string(500, 'x')}});
       }
     });
   }

@@ -14,9 +14,10 @@ std::string line(int index, double t, double power, double energy_mj, std::uint6
                  double memory = 120000, double sm = 1980) {
   const int whole = static_cast<int>(t);
   const int ms = static_cast<int>((t - whole) * 1000 + 0.5);
-  return fmt::format("{}, 2026/12/04 12:{:02d}:{:02d}.{:03d}, {:.2f}, 700.00, {:.0f}, {:.0f}, 143771, 45, {:.0f}, 1980, "
-                     "{:.0f}, 0x{:016x}\n",
-                     index, whole / 60, whole % 60, ms, power, util, memory, sm, energy_mj, reasons);
+  return fmt::format(
+      "{}, 2026/12/04 12:{:02d}:{:02d}.{:03d}, {:.2f}, 700.00, {:.0f}, {:.0f}, 143771, 45, {:.0f}, 1980, "
+      "{:.0f}, 0x{:016x}\n",
+      index, whole / 60, whole % 60, ms, power, util, memory, sm, energy_mj, reasons);
 }
 
 } // namespace
@@ -38,7 +39,7 @@ TEST_CASE("telemetry: sample lines parse by the query's fields, [N/A] is no valu
   std::string csv = line(0, 0.0, 312.45, 1000000, 0x4);
   csv += "1, 2026/12/04 12:00:00.001, [N/A], [N/A], 88, 1024, 143771, 40, 1400, 1980, [Not Supported], [N/A]\n";
   csv += "garbage that is not a sample\n";
-  csv += "2, 2026/12/04 12:00:00.002, 100.00";  // cut while written
+  csv += "2, 2026/12/04 12:00:00.002, 100.00"; // cut while written
   int bad = 0;
   auto samples = parse_samples(csv, k_fields, &bad);
   REQUIRE(samples.size() == 2);
@@ -143,8 +144,8 @@ TEST_CASE("telemetry: the load's peak memory per GPU and the CSV rows carry the 
   CHECK(rows.starts_with("parallel,c10,2,1.000,0,80,700,0,1000,143771,45,1980,1980,0,0x0000000000000000\n"));
   CHECK(std::count(rows.begin(), rows.end(), '\n') == 4);
   // Every row has the header's columns.
-  const auto columns = std::count(std::string_view(k_telemetry_csv_header).begin(),
-                                  std::string_view(k_telemetry_csv_header).end(), ',');
+  const auto columns =
+      std::count(std::string_view(k_telemetry_csv_header).begin(), std::string_view(k_telemetry_csv_header).end(), ',');
   CHECK(std::count(rows.begin(), rows.begin() + static_cast<long>(rows.find('\n')), ',') == columns);
 }
 
@@ -210,7 +211,7 @@ TEST_CASE("telemetry: dcgmi's sampler stamps dmon's lines with bash, -d for a lo
         std::vector<std::string>{"/opt/dcgm/dcgmi", "dmon", "-e", "100,112,113,150,155,156,160,203,250,252", "-d",
                                  "500", "-i", "0,1"});
   const auto once = sampler_argv(probe, std::nullopt, 0);
-  CHECK(std::vector<std::string>(once.begin() + 4, once.end()) ==
-        std::vector<std::string>{"/opt/dcgm/dcgmi", "dmon", "-e", "100,112,113,150,155,156,160,203,250,252", "-c",
-                                 "1"});
+  CHECK(
+      std::vector<std::string>(once.begin() + 4, once.end()) ==
+      std::vector<std::string>{"/opt/dcgm/dcgmi", "dmon", "-e", "100,112,113,150,155,156,160,203,250,252", "-c", "1"});
 }

@@ -263,7 +263,9 @@ TEST_CASE("lifecycle: the port is claimed atomically: another live process's cla
   CHECK(std::string(mine.error().what()).find(fmt::format(", /results/other) holds port {}", config.port)) !=
         std::string::npos);
 
-  SUBCASE("released, it is free") { REQUIRE(server::release_claims(sb.host, config, sb.state_dir, owner)); }
+  SUBCASE("released, it is free") {
+    REQUIRE(server::release_claims(sb.host, config, sb.state_dir, owner));
+  }
   SUBCASE("its process gone, the claim lapses at once") {
     other.signal(SIGKILL);
     REQUIRE(other.wait_exit_code(10s));

@@ -27,8 +27,7 @@ TEST_CASE("sglang log lines") {
   LogMatcher m(load("sglang")->log);
   CHECK(m.classify("[2025-01-22 10:00:00] The server is fired up and ready to roll!").ready);
   CHECK_FALSE(m.classify("[2025-01-22 10:00:00 TP0] Load weight begin. avail mem=78.50 GB").ready);
-  CHECK(m.classify("[2025-01-22 10:00:00 TP0] Load weight begin. avail mem=78.50 GB").milestone ==
-        "Load weight begin");
+  CHECK(m.classify("[2025-01-22 10:00:00 TP0] Load weight begin. avail mem=78.50 GB").milestone == "Load weight begin");
   auto progress = m.classify("Loading safetensors checkpoint shards:  45% Completed | 29/64 [00:30<00:31,  1.05it/s]");
   REQUIRE(progress.progress);
   CHECK(progress.progress->percent == 45);

@@ -16,12 +16,24 @@ SmiSnapshot powered_pair() {
   snapshot.config.count = 4;
   snapshot.apps = {AppEntry{.pid = 20528, .name = "sglang::scheduler_TP0", .gpu = 0, .used_mib = 22394},
                    AppEntry{.pid = 20529, .name = "sglang::scheduler_TP1", .gpu = 1, .used_mib = 22394}};
-  snapshot.gpus = {GpuReading{.power_w = 443.75, .instant_w = 443.75, .limit_w = 700.0, .energy_mj = 123456789.4,
-                              .util_pct = 98.0, .memory_util_pct = 50.0, .sm_mhz = 1980.0, .reasons = 0,
+  snapshot.gpus = {GpuReading{.power_w = 443.75,
+                              .instant_w = 443.75,
+                              .limit_w = 700.0,
+                              .energy_mj = 123456789.4,
+                              .util_pct = 98.0,
+                              .memory_util_pct = 50.0,
+                              .sm_mhz = 1980.0,
+                              .reasons = 0,
                               .temperature_c = 46.2},
-                   GpuReading{.power_w = 350.0, .instant_w = 350.0, .limit_w = 350.0, .energy_mj = 98765432.0,
-                              .util_pct = 100.0, .memory_util_pct = 60.0, .sm_mhz = 1341.0,
-                              .reasons = k_reason_sw_power_cap, .temperature_c = 49.0}};
+                   GpuReading{.power_w = 350.0,
+                              .instant_w = 350.0,
+                              .limit_w = 350.0,
+                              .energy_mj = 98765432.0,
+                              .util_pct = 100.0,
+                              .memory_util_pct = 60.0,
+                              .sm_mhz = 1341.0,
+                              .reasons = k_reason_sw_power_cap,
+                              .temperature_c = 49.0}};
   return snapshot;
 }
 

@@ -122,8 +122,9 @@ TEST_CASE("sim nvidia-smi: the default table lists the processes") {
 TEST_CASE("sim gpu state: config, stable UUIDs, bus ids") {
   specctl::test::TempDir dir{"specsim-unit"};
   CHECK(load_gpu_config(dir.path())->count == 8);
-  std::ofstream(dir.path() / "config") << "# a workstation\ncount = 2\nmemory_total_mib=97887\nname=NVIDIA RTX PRO 6000\n"
-                                        "uuid_seed=42\n";
+  std::ofstream(dir.path() / "config")
+      << "# a workstation\ncount = 2\nmemory_total_mib=97887\nname=NVIDIA RTX PRO 6000\n"
+         "uuid_seed=42\n";
   const auto config = load_gpu_config(dir.path());
   REQUIRE(config.has_value());
   CHECK(config->count == 2);
@@ -282,5 +283,6 @@ TEST_CASE("sim gpu state: power_limit_w and energy_counter") {
   std::ofstream(dir.path() / "config") << "power_limit_w=50\n";
   CHECK(load_gpu_config(dir.path()).error().find("invalid value \"50\" for \"power_limit_w\"") != std::string::npos);
   std::ofstream(dir.path() / "config") << "energy_counter=maybe\n";
-  CHECK(load_gpu_config(dir.path()).error().find("invalid value \"maybe\" for \"energy_counter\"") != std::string::npos);
+  CHECK(load_gpu_config(dir.path()).error().find("invalid value \"maybe\" for \"energy_counter\"") !=
+        std::string::npos);
 }

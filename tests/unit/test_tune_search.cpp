@@ -249,7 +249,8 @@ TEST_CASE("tune search: resumed from its measurements it launches nothing twice,
   CHECK_THROWS_AS(tune::next_step(space, {{space.start(), {Figure{}}}}, tune::Options{6, 0.0, 12}), Error);
 }
 
-TEST_CASE("tune answer: a configuration measured better beyond the noise is the best, whichever point's search met it") {
+TEST_CASE(
+    "tune answer: a configuration measured better beyond the noise is the best, whichever point's search met it") {
   // An ordered knob whose objective rises to n=5 and falls after; the budget stops the
   // search after n=1, 4 and 7. n=4 is 27% ahead of n=1: the best, and no tie.
   std::vector<std::string> values;
@@ -276,8 +277,8 @@ TEST_CASE("tune search: a smaller value with a wide interval does not displace a
   for (int n = 1; n <= 10; ++n) {
     values.push_back(std::to_string(n));
   }
-  const std::map<std::string, Figure> figures = {{"1", {55.54, 4.90, true}}, {"2", {60.40, 2.10, true}},
-                                                 {"3", {60.85, 1.02, true}}, {"4", {58.33, 1.20, true}}};
+  const std::map<std::string, Figure> figures = {
+      {"1", {55.54, 4.90, true}}, {"2", {60.40, 2.10, true}}, {"3", {60.85, 1.02, true}}, {"4", {58.33, 1.20, true}}};
   const tune::Space space({{"n", values, true, "3", "", {}}});
   const tune::Options options{1, 0.02, 12};
   const auto outcome = tune_to_end(space, options, [&](const Config& c) {

@@ -23,7 +23,8 @@ TEST_CASE("parse_duration") {
     CHECK(parse_duration("0.25").value() == 250ms);
   }
   SUBCASE("rejects") {
-    for (const std::string& bad : std::vector<std::string>{"", "15 minutes", "m", "1m30", "1.2.3s", "-5s", "5x", ".s", "1e400s", std::string(400, '9') + "s"}) {
+    for (const std::string& bad : std::vector<std::string>{"", "15 minutes", "m", "1m30", "1.2.3s", "-5s", "5x", ".s",
+                                                           "1e400s", std::string(400, '9') + "s"}) {
       CAPTURE(bad);
       auto r = parse_duration(bad);
       REQUIRE_FALSE(r.has_value());

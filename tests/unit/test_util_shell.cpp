@@ -26,9 +26,24 @@ TEST_CASE("shell_quote") {
 
 // The real check: a real shell must hand every word back unchanged and run nothing.
 TEST_CASE("shell_join survives a real shell") {
-  std::vector<std::string> words = {"x; rm -rf ~", "$(touch /tmp/specctl-pwned)", "`id`", "it's", "say \"hi\"",
-                                    "a\tb", "line one\nline two", "*", "~", "", "&&", "|", "\\", "!", "#comment",
-                                    "${HOME}", "-n", "-e"};
+  std::vector<std::string> words = {"x; rm -rf ~",
+                                    "$(touch /tmp/specctl-pwned)",
+                                    "`id`",
+                                    "it's",
+                                    "say \"hi\"",
+                                    "a\tb",
+                                    "line one\nline two",
+                                    "*",
+                                    "~",
+                                    "",
+                                    "&&",
+                                    "|",
+                                    "\\",
+                                    "!",
+                                    "#comment",
+                                    "${HOME}",
+                                    "-n",
+                                    "-e"};
   auto out = specctl::test::run_shell("printf '%s\\0' " + shell_join(words));
   CHECK(out == words);
 }

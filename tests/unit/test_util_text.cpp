@@ -58,10 +58,10 @@ TEST_CASE("invalid_utf8_at: where text stops being strict UTF-8") {
   CHECK_FALSE(invalid_utf8_at(""));
   CHECK_FALSE(invalid_utf8_at("plain ascii"));
   CHECK_FALSE(invalid_utf8_at("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF"));
-  CHECK(invalid_utf8_at("\xC0\x80") == 0u);             // overlong NUL
-  CHECK(invalid_utf8_at("ab\xE0\x80\xAF") == 2u);       // overlong '/'
-  CHECK(invalid_utf8_at("x\xED\xA0\x80") == 1u);        // a surrogate
-  CHECK(invalid_utf8_at("\xF4\x90\x80\x80") == 0u);     // past U+10FFFF
-  CHECK(invalid_utf8_at("ab\xE2\x82") == 2u);           // cut short
-  CHECK(invalid_utf8_at("ok\x80") == 2u);               // a lone continuation byte
+  CHECK(invalid_utf8_at("\xC0\x80") == 0u);         // overlong NUL
+  CHECK(invalid_utf8_at("ab\xE0\x80\xAF") == 2u);   // overlong '/'
+  CHECK(invalid_utf8_at("x\xED\xA0\x80") == 1u);    // a surrogate
+  CHECK(invalid_utf8_at("\xF4\x90\x80\x80") == 0u); // past U+10FFFF
+  CHECK(invalid_utf8_at("ab\xE2\x82") == 2u);       // cut short
+  CHECK(invalid_utf8_at("ok\x80") == 2u);           // a lone continuation byte
 }

@@ -132,9 +132,7 @@ TEST_CASE("yaml_field: files that cannot be read, empty or malformed are one dia
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
-    {
-      std::ofstream(dir / c.name, std::ios::binary) << c.content;
-    }
+    { std::ofstream(dir / c.name, std::ios::binary) << c.content; }
     Diagnostics diag;
     auto node = specctl::util::load_yaml_file((dir / c.name).string(), c.name, diag);
     CHECK_FALSE(node.IsDefined());
@@ -145,9 +143,7 @@ TEST_CASE("yaml_field: files that cannot be read, empty or malformed are one dia
   CHECK(only_message(diag) == "missing.yaml: cannot read file: No such file or directory");
   std::string text;
   Diagnostics ok;
-  {
-    std::ofstream(dir / "ok.yaml") << "a: 1\n";
-  }
+  { std::ofstream(dir / "ok.yaml") << "a: 1\n"; }
   auto node = specctl::util::load_yaml_file((dir / "ok.yaml").string(), "ok.yaml", ok, &text);
   CHECK(ok.items().empty());
   CHECK(node["a"].as<int>() == 1);

@@ -77,8 +77,7 @@ private:
 // Calibrates every text request with a target length (input_tokens > 0); chats and
 // requests without a target are left as they are. The first failure stops it, naming
 // the request. Sends nothing when no request has a target, nor for counts `known` holds.
-std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests,
-                                                           const Target& target, const RequestOptions& options,
-                                                           TokenCounts* known = nullptr);
+std::expected<CalibrationResult, Error> calibrate_requests(std::vector<WorkloadRequest>& requests, const Target& target,
+                                                           const RequestOptions& options, TokenCounts* known = nullptr);
 
 } // namespace specctl::bench

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <specctl/experiment/experiment.hpp>
+#include <specctl/remote/host.hpp>
 #include <specctl/run/command_fill.hpp>
 #include <specctl/run/command_metrics.hpp>
-#include <specctl/remote/host.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
 

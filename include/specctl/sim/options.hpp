@@ -60,11 +60,11 @@ struct ServerArgs {
 
 // vLLM-only flags, kept as given (the JSON ones are also mapped onto ServerArgs).
 struct VllmArgs {
-  std::string speculative_config;  // --speculative-config JSON
-  std::string compilation_config;  // --compilation-config JSON
-  std::string speculative_method;  // "eagle3", "mtp", ... from the JSON
-  std::optional<int> max_num_seqs; // --max-num-seqs
-  std::string served_model_name;   // --served-model-name
+  std::string speculative_config;            // --speculative-config JSON
+  std::string compilation_config;            // --compilation-config JSON
+  std::string speculative_method;            // "eagle3", "mtp", ... from the JSON
+  std::optional<int> max_num_seqs;           // --max-num-seqs
+  std::string served_model_name;             // --served-model-name
   bool enable_prompt_tokens_details = false; // --enable-prompt-tokens-details
   bool enable_prefix_caching = true;         // --[no-]enable-prefix-caching (on in V1)
 };
@@ -80,7 +80,7 @@ struct LlamaArgs {
   int threads = -1; // -t
   bool metrics = false;
   bool warmup = true;
-  std::string alias; // -a/--alias: the served model name
+  std::string alias;        // -a/--alias: the served model name
   bool cache_prompt = true; // --[no-]cache-prompt
   int cache_ram_mib = 8192; // -cram/--cache-ram: the prompt cache beyond the slots; 0: none
   // Speculation runs only with a draft model and the draft-simple type.

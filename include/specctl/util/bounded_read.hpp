@@ -13,10 +13,10 @@
 namespace specctl::util {
 
 // Caps of the files specctl reads.
-inline constexpr std::uint64_t k_max_yaml_bytes = 16ull << 20;        // experiment files, templates
-inline constexpr std::uint64_t k_max_result_bytes = 256ull << 20;     // result.json, run.json, tune.json
-inline constexpr std::uint64_t k_max_journal_bytes = 1ull << 30;      // journal.jsonl
-inline constexpr std::uint64_t k_max_dataset_bytes = 4ull << 30;      // datasets, prompt files
+inline constexpr std::uint64_t k_max_yaml_bytes = 16ull << 20;    // experiment files, templates
+inline constexpr std::uint64_t k_max_result_bytes = 256ull << 20; // result.json, run.json, tune.json
+inline constexpr std::uint64_t k_max_journal_bytes = 1ull << 30;  // journal.jsonl
+inline constexpr std::uint64_t k_max_dataset_bytes = 4ull << 30;  // datasets, prompt files
 
 struct ReadRefusal {
   // errno of a failed open or read (ENOENT: there is no such file); 0 when the file

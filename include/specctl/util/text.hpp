@@ -56,6 +56,8 @@ std::optional<std::size_t> invalid_utf8_at(std::string_view text);
 // character one did) overflows the stack; no log marker or benchmark figure is
 // 4 KiB into its line.
 inline constexpr std::size_t k_regex_window = 4096;
-inline std::string_view regex_window(std::string_view line) { return line.substr(0, k_regex_window); }
+inline std::string_view regex_window(std::string_view line) {
+  return line.substr(0, k_regex_window);
+}
 
 } // namespace specctl::util
