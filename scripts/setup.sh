@@ -12,7 +12,7 @@ packages=(
   doctest-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(openssh-server openssh-client procps curl slurmctld slurmd slurm-client munge chromium fonts-dejavu-core)
+  packages+=(openssh-server openssh-client procps curl strace slurmctld slurmd slurm-client munge chromium fonts-dejavu-core)
 fi
 
 missing=()

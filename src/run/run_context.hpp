@@ -220,12 +220,6 @@ struct Job {
   std::optional<Adoption> adopt;
 };
 
-struct SweepCounts {
-  int ok = 0;
-  int failed = 0;
-  bool interrupted = false;
-};
-
 // Called (under the scheduler's lock, one at a time) with each variant's final
 // result document: ok, failed after its last attempt, or interrupted.
 using FinishedFn = std::function<void(const nlohmann::ordered_json& result)>;
@@ -235,7 +229,9 @@ using FinishedFn = std::function<void(const nlohmann::ordered_json& result)>;
 // failure is tried again (on another member when there is one, after a backoff
 // otherwise); a pool member that fails k_node_failures variants in a row for
 // reasons of its own is taken out, and variants left without a host fail.
-// Returns when every job finished, or at Ctrl-C or --fail-fast.
-SweepCounts run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished);
+// Returns when every job finished, or at Ctrl-C or --fail-fast: whether the sweep was
+// interrupted. The ok and failed variants are counted by `finished`'s caller, from the
+// results it is given (the one place that sees a result's final status).
+bool run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished);
 
 } // namespace specctl::run::detail

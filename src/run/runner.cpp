@@ -35,30 +35,52 @@ using ordered = nlohmann::ordered_json;
 using detail::HostPool;
 using detail::Provenance;
 
-// A finished variant's line, with the cells the final table will show: the
-// report model of the folder as it is now (the baseline may not have finished).
-FinishedRow finished_row(const std::filesystem::path& out_dir, const json& result) {
-  FinishedRow row;
-  row.variant = result.value("variant", "");
-  row.ok = result.value("status", "") == "ok";
-  if (!row.ok) {
-    row.reason = result.value("reason", result.value("status", ""));
-  }
-  if (result.contains("load") && result["load"].contains("load_s") && result["load"]["load_s"].is_number()) {
-    row.load_s = result["load"]["load_s"].get<double>();
-  }
-  try {
-    auto made = report::build_report(report::read_run(out_dir));
-    for (auto& [column, value] : report::terminal_figures(made, row.variant)) {
-      if (column != "load s") {
-        row.figures.emplace_back(column, value);
-      }
+// The report model of the folder, kept in memory for the line after each variant: the
+// folder is read once, when the variants start (run.json, experiment.json and what an
+// earlier run left), and each finished variant's result is added as it is written. The
+// line has the cells the final table will show, from the results so far (the baseline may
+// not have finished); re-reading the folder for each line read result.json n(n+1)/2 times.
+class LiveReport {
+public:
+  explicit LiveReport(const std::filesystem::path& dir) {
+    try {
+      m_data = report::read_run(dir);
+    } catch (const Error&) {
+      // The lines go without figures; the final table says what the folder holds.
     }
-  } catch (const Error&) {
-    // The line goes without figures; the final table says what the folder holds.
   }
-  return row;
-}
+
+  FinishedRow finished_row(const json& result) {
+    FinishedRow row;
+    row.variant = result.value("variant", "");
+    row.ok = result.value("status", "") == "ok";
+    if (!row.ok) {
+      row.reason = result.value("reason", result.value("status", ""));
+    }
+    if (result.contains("load") && result["load"].contains("load_s") && result["load"]["load_s"].is_number()) {
+      row.load_s = result["load"]["load_s"].get<double>();
+    }
+    if (!m_data) {
+      return row;
+    }
+    m_data->results[row.variant] = result;
+    m_data->damaged.erase(row.variant);
+    try {
+      auto made = report::build_report(*m_data);
+      for (auto& [column, value] : report::terminal_figures(made, row.variant)) {
+        if (column != "load s") {
+          row.figures.emplace_back(column, value);
+        }
+      }
+    } catch (const Error&) {
+      // The line goes without figures.
+    }
+    return row;
+  }
+
+private:
+  std::optional<report::RunData> m_data;
+};
 
 void write_or_throw(const std::filesystem::path& path, std::string_view content) {
   if (auto written = util::write_file_atomic(path, content); !written) {
@@ -448,6 +470,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
   auto adoptable =
       options.resume ? detail::unfinished_slurm_jobs(earlier_entries) : std::map<std::string, detail::Adoption>{};
   int total = static_cast<int>(selected.size());
+  LiveReport live(options.out_dir);
   std::vector<detail::Job> jobs;
   for (int k = 0; k < total; ++k) {
     const auto& planned = *selected[static_cast<std::size_t>(k)];
@@ -457,7 +480,7 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
         ++outcome.kept;
         ++outcome.ok;
         journal.record("variant_kept", {{"variant", name}});
-        display.variant_finished(finished_row(options.out_dir, *kept));
+        display.variant_finished(live.finished_row(*kept));
         continue;
       }
     }
@@ -467,33 +490,30 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     }
     jobs.push_back({&planned, k + 1, adopt});
   }
-  auto counts = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& finished) {
+  outcome.interrupted = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& finished) {
     ordered result = finished;
     report::fail_on_failed_requests(result, experiment.report.max_failed_pct);
     std::string name = result.value("variant", "");
     std::string status = result.value("status", "failed");
+    // Counted here, once, by the status the result is written with.
+    if (status == "ok") {
+      ++outcome.ok;
+    } else if (status != "interrupted") {
+      ++outcome.failed;
+    }
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.
     failures.write(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     journal.record("variant_finished", {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
     if (status != "interrupted") {
-      display.variant_finished(finished_row(options.out_dir, json::parse(result.dump())));
+      display.variant_finished(live.finished_row(json::parse(result.dump())));
     }
   });
-  outcome.ok += counts.ok;
-  outcome.failed += counts.failed;
-  outcome.interrupted = counts.interrupted;
 
   // The report is made from the folder alone, exactly as `specctl report DIR` makes it.
   try {
     auto made = report::build_report(report::read_run(options.out_dir));
     report::write_reports(made, options.out_dir, experiment.report.formats);
     outcome.summary = report::to_terminal(made);
-    // The exit code says what the report says: a variant the report fails counts as failed.
-    outcome.failed = static_cast<int>(std::count_if(made.variants.begin(), made.variants.end(), [](const auto& v) {
-      return v.status == "failed" || v.status == "damaged";
-    }));
-    outcome.ok = static_cast<int>(
-        std::count_if(made.variants.begin(), made.variants.end(), [](const auto& v) { return v.status == "ok"; }));
     if (!made.expectations.empty()) {
       outcome.summary += "\nExpectations:\n";
       for (const auto& e : made.expectations) {

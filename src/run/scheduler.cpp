@@ -50,7 +50,8 @@ public:
     }
   }
 
-  SweepCounts run() {
+  // Whether the sweep was interrupted (Ctrl-C, SIGTERM, SIGHUP, or a variant interrupted).
+  bool run() {
     std::vector<std::thread> workers;
     for (const auto& node : m_order) {
       for (int k = 0; k < workers_for(node); ++k) {
@@ -60,7 +61,7 @@ public:
     for (auto& w : workers) {
       w.join();
     }
-    return m_counts;
+    return m_interrupted;
   }
 
 private:
@@ -125,7 +126,7 @@ private:
     for (;;) {
       if (stop_requested()) {
         m_stopping = true;
-        m_counts.interrupted = true;
+        m_interrupted = true;
       }
       // A run that cannot write its results launches nothing more.
       if (m_c.failures.any()) {
@@ -162,7 +163,7 @@ private:
     const std::string name = item.job.planned->variant->name;
     std::string status = result.value("status", "failed");
     if (status == "interrupted") {
-      m_counts.interrupted = true;
+      m_interrupted = true;
       m_stopping = true;
       m_finished(result);
       return;
@@ -202,7 +203,6 @@ private:
       item.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(backoff);
       m_queue.push_front(std::move(item));
     } else {
-      status == "ok" ? ++m_counts.ok : ++m_counts.failed;
       m_finished(result);
       if (status != "ok" && m_c.options.fail_fast) {
         m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
@@ -233,7 +233,6 @@ private:
       result.fail("connect", Error(fmt::format("no host left to run it ({} was taken out: {})", node, reason),
                                    ErrorKind::unreachable));
       result.finish(utc_timestamp(std::chrono::system_clock::now()), 0.0);
-      ++m_counts.failed;
       m_finished(result.doc());
       it = m_queue.erase(it);
     }
@@ -249,12 +248,12 @@ private:
   std::vector<std::string> m_order;
   int m_running = 0;
   bool m_stopping = false;
-  SweepCounts m_counts;
+  bool m_interrupted = false;
 };
 
 } // namespace
 
-SweepCounts run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished) {
+bool run_jobs(const VariantContext& context, std::vector<Job> jobs, int total, const FinishedFn& finished) {
   return Scheduler(context, std::move(jobs), total, finished).run();
 }
 
