@@ -73,7 +73,10 @@ TEST_CASE("a line far longer than a regular expression can run over: its first 4
   LogMatcher sglang(load("sglang")->log);
   CHECK(sglang.classify("The server is fired up and ready to roll! " + huge).ready);
   // A marker past the window is not seen.
-  CHECK_FALSE(sglang.classify(std::string(5000, ' ') + "The server is fired up and ready to roll!").ready);
+  // Appended, not summed: g++ 12 at -O2 warns falsely (-Warray-bounds) on the sum.
+  std::string far(5000, ' ');
+  far += "The server is fired up and ready to roll!";
+  CHECK_FALSE(sglang.classify(far).ready);
 }
 
 TEST_CASE("log lines from appended bytes") {
