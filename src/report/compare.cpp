@@ -445,13 +445,13 @@ std::string compare_json(const Comparison& c) {
   auto spread = [](const std::optional<Spread>& s) {
     return s ? ojson{{"mean", s->mean}, {"stdev", s->stdev}, {"n", s->n}} : ojson(nullptr);
   };
+  auto change = [&](const std::optional<Ratio>& r) {
+    return r ? ojson{{"value", r->value}, {"ci95_low", num(r->low)}, {"ci95_high", num(r->high)}} : ojson(nullptr);
+  };
   auto energy = [&](const EnergyChange& e) {
     return ojson{{"before", spread(e.before)},
                  {"after", spread(e.after)},
-                 {"change", e.change ? ojson{{"value", e.change->value},
-                                             {"ci95_low", num(e.change->low)},
-                                             {"ci95_high", num(e.change->high)}}
-                                     : ojson(nullptr)},
+                 {"change", change(e.change)},
                  {"verdict", detail::energy_verdict_name(e.verdict)},
                  {"why", e.why}};
   };
@@ -474,10 +474,7 @@ std::string compare_json(const Comparison& c) {
       j["single_stream"].push_back({{"benchmark", s.benchmark},
                                     {"before", spread(s.before)},
                                     {"after", spread(s.after)},
-                                    {"change", s.change ? ojson{{"value", s.change->value},
-                                                                {"ci95_low", num(s.change->low)},
-                                                                {"ci95_high", num(s.change->high)}}
-                                                        : ojson(nullptr)},
+                                    {"change", change(s.change)},
                                     {"verdict", verdict_name(s.verdict)},
                                     {"why", s.why}});
       if (s.tok_per_j.sampled) {
@@ -490,10 +487,7 @@ std::string compare_json(const Comparison& c) {
                              {"level", l.level},
                              {"before_tok_s", spread(l.before_tok_s)},
                              {"after_tok_s", spread(l.after_tok_s)},
-                             {"change", l.change ? ojson{{"value", l.change->value},
-                                                         {"ci95_low", num(l.change->low)},
-                                                         {"ci95_high", num(l.change->high)}}
-                                                 : ojson(nullptr)},
+                             {"change", change(l.change)},
                              {"verdict", verdict_name(l.verdict)},
                              {"why", l.why},
                              {"before_ttft_p99_ms", num(l.before_ttft_p99_ms)},
