@@ -1,6 +1,8 @@
 #include <specctl/bench/workload.hpp>
 #include <specctl/util/bounded_read.hpp>
 
+#include <cerrno>
+
 #include "workload_text.hpp"
 
 #include <specctl/util/sha256.hpp>
@@ -70,13 +72,13 @@ struct FileFacts {
 };
 
 std::expected<FileFacts, Error> file_facts(const std::string& file, std::string_view what) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(file, error)) {
-    return std::unexpected(bad_input(fmt::format("{}: no such {} file", file, what)));
-  }
+  // One check: a FIFO or a folder is named as what it is, not as a missing file.
   if (auto ok = util::check_regular_file(file, util::k_max_dataset_bytes, "a dataset"); !ok) {
-    return std::unexpected(bad_input(fmt::format("{}: cannot read the {} file: {}", file, what, ok.error().reason)));
+    return std::unexpected(bad_input(
+        ok.error().error == ENOENT ? fmt::format("{}: no such {} file", file, what)
+                                   : fmt::format("{}: cannot read the {} file: {}", file, what, ok.error().reason)));
   }
+  std::error_code error;
   FileFacts facts;
   facts.size = std::filesystem::file_size(file, error);
   if (error) {

@@ -48,7 +48,8 @@ std::shared_ptr<const server::ServerTemplate> load_or_throw(const std::string& n
 }
 
 std::string read_log(const std::string& path) {
-  auto text = util::read_regular_file(path, 1ull << 30, "a log to check");
+  // A server log is capped as a journal is: 1 GiB.
+  auto text = util::read_regular_file(path, util::k_max_journal_bytes, "a log to check");
   if (!text) {
     throw Error(fmt::format("{}: cannot read file: {}", path, text.error().reason), ErrorKind::bad_input);
   }
