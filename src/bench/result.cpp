@@ -14,6 +14,10 @@ double tpot_ms(double ttft_ms, double e2e_ms, int output_tokens) {
   return output_tokens > 1 ? (e2e_ms - ttft_ms) / (output_tokens - 1) : std::numeric_limits<double>::quiet_NaN();
 }
 
+double per_user_tok_s(double tpot_ms) {
+  return tpot_ms > 0 ? 1000.0 / tpot_ms : std::numeric_limits<double>::quiet_NaN();
+}
+
 namespace {
 
 // Above this share of the wall time spent on the client's CPU, the client may be what was measured.

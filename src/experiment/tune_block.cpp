@@ -7,6 +7,7 @@
 #include <specctl/util/text.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fmt/format.h>
 
 namespace specctl::experiment {
@@ -19,7 +20,27 @@ using detail::LayerEntry;
 const std::vector<std::string> k_tune_keys = {"space",  "load",  "slo",         "objective",
                                               "budget", "noise", "speculation", "parallel"};
 const std::vector<std::string> k_dimension_keys = {"values", "range", "start", "where"};
-const std::vector<std::string> k_objectives = {"output_tok_s", "per_user_tok_s", "goodput", "tok_per_j"};
+// Each objective once: its name in YAML and the level metric it reads.
+struct ObjectiveInfo {
+  TuneObjective objective;
+  std::string_view name;
+  std::string_view metric;
+};
+constexpr std::array<ObjectiveInfo, 4> k_objectives = {{
+    {TuneObjective::output_tok_s, "output_tok_s", "output_tok_s"},
+    {TuneObjective::per_user_tok_s, "per_user_tok_s", "tpot_p50_ms"},
+    {TuneObjective::goodput, "goodput", "goodput_rps"},
+    {TuneObjective::tok_per_j, "tok_per_j", "tok_per_j"},
+}};
+
+const ObjectiveInfo& objective_info(TuneObjective objective) {
+  for (const auto& info : k_objectives) {
+    if (info.objective == objective) {
+      return info;
+    }
+  }
+  return k_objectives.front();
+}
 // A range is searched, not swept, but its values are still each a variant.
 constexpr std::int64_t k_max_range = 1000;
 // The value of a knob that means "not set" (no speculation: `speculative: none`).
@@ -334,19 +355,12 @@ void parse_budget(const util::YamlField& budget, TuneSpec& spec) {
 } // namespace
 
 std::string_view objective_name(TuneObjective objective) {
-  switch (objective) {
-  case TuneObjective::per_user_tok_s:
-    return "per_user_tok_s";
-  case TuneObjective::goodput:
-    return "goodput";
-  case TuneObjective::tok_per_j:
-    return "tok_per_j";
-  case TuneObjective::output_tok_s:
-    break;
-  }
-  return "output_tok_s";
+  return objective_info(objective).name;
 }
 
+std::string_view objective_metric(TuneObjective objective) {
+  return objective_info(objective).metric;
+}
 std::string TuneSpec::trial_of(const tune::Config& config) const {
   auto it = trials.find(config);
   return it == trials.end() ? "" : it->second;
@@ -393,11 +407,16 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
   spec.load = resolve_load(field["load"], field, experiment, experiment_dir);
   link_slo(field, spec, experiment);
   if (auto objective = field["objective"]; objective.present()) {
-    if (auto name = objective.as_choice(k_objectives)) {
-      spec.objective = *name == "per_user_tok_s" ? TuneObjective::per_user_tok_s
-                       : *name == "goodput"      ? TuneObjective::goodput
-                       : *name == "tok_per_j"    ? TuneObjective::tok_per_j
-                                                 : TuneObjective::output_tok_s;
+    std::vector<std::string> names;
+    for (const auto& info : k_objectives) {
+      names.emplace_back(info.name);
+    }
+    if (auto name = objective.as_choice(names)) {
+      for (const auto& info : k_objectives) {
+        if (info.name == *name) {
+          spec.objective = info.objective;
+        }
+      }
       if (spec.objective == TuneObjective::goodput && spec.slo.empty() && !spec.load.empty()) {
         objective.error("goodput counts the requests that meet the SLO: give the tuning one, e.g. "
                         "slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}");

@@ -287,8 +287,8 @@ const std::vector<std::pair<std::string, std::string>>& glossary() {
 }
 
 std::string verdict_line(const Report& report) {
-  auto ok =
-      std::count_if(report.variants.begin(), report.variants.end(), [](const auto& v) { return v.status == "ok"; });
+  auto ok = std::count_if(report.variants.begin(), report.variants.end(),
+                          [](const auto& v) { return v.status == VariantStatus::ok; });
   auto met =
       std::count_if(report.expectations.begin(), report.expectations.end(), [](const auto& e) { return e.reproduced; });
   std::string out =

@@ -106,9 +106,9 @@ std::string csv_field(const std::string& value);
 std::string xml_escape(std::string_view text);
 
 // The status of the variant `name` in the report ("ok", "failed", ...); "" when absent.
-inline std::string status_of(const Report& report, const std::string& name) {
+inline std::string status_text(const Report& report, const std::string& name) {
   const VariantRow* v = report.find_variant(name);
-  return v != nullptr ? v->status : "";
+  return v != nullptr ? std::string(status_name(v->status)) : "";
 }
 
 } // namespace specctl::report::detail

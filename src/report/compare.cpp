@@ -138,7 +138,7 @@ std::optional<int> count_verdicts(const Comparison& c, Verdict verdict, bool ene
 }
 
 bool variant_regressed(const VariantChange& v) {
-  bool broke = v.before_status == "ok" && v.after_status != "ok";
+  bool broke = v.before_status == VariantStatus::ok && v.after_status != VariantStatus::ok;
   auto worse = [](const auto& change) {
     return change.verdict == Verdict::slower || change.tok_per_j.verdict == Verdict::slower;
   };
@@ -150,7 +150,7 @@ bool variant_regressed(const VariantChange& v) {
 // What a regressed variant did wrong, in one line.
 std::string regression_text(const VariantChange& v) {
   std::vector<std::string> parts;
-  if (v.before_status == "ok" && v.after_status != "ok") {
+  if (v.before_status == VariantStatus::ok && v.after_status != VariantStatus::ok) {
     parts.push_back(fmt::format("was ok, now {}", v.after_status));
   }
   for (const auto& s : v.single_stream) {
@@ -216,8 +216,8 @@ Comparison compare_runs(const RunData& before_data, const RunData& after_data) {
     change.variant = name;
     const VariantRow* b = find_variant(before, name);
     const VariantRow* a = find_variant(after, name);
-    change.before_status = b != nullptr ? b->status : "not run";
-    change.after_status = a != nullptr ? a->status : "not run";
+    change.before_status = b != nullptr ? b->status : VariantStatus::not_run;
+    change.after_status = a != nullptr ? a->status : VariantStatus::not_run;
     for (const auto& t : before.single_stream) {
       const auto* after_table = find_table(after.single_stream, t.benchmark);
       const SingleStreamRow* rb = row_in(&t, name);
@@ -296,7 +296,8 @@ std::string compare_markdown(const Comparison& c) {
   }
   util::TextTable status({{"variant"}, {"before"}, {"after"}, {"regression"}});
   for (const auto& v : c.variants) {
-    status.add_row({v.variant, v.before_status, v.after_status, variant_regressed(v) ? regression_text(v) : "-"});
+    status.add_row({v.variant, std::string(status_name(v.before_status)), std::string(status_name(v.after_status)),
+                    variant_regressed(v) ? regression_text(v) : "-"});
   }
   out += "\n## Variants\n\n" + status.markdown();
   if (c.variants.empty()) {
@@ -404,6 +405,9 @@ std::string compare_csv(const Comparison& c) {
     return std::vector<std::string>{num(x ? std::optional(x->mean) : std::nullopt),
                                     num(x ? std::optional(x->stdev) : std::nullopt), x ? fmt::format("{}", x->n) : ""};
   };
+  auto statuses = [](const VariantChange& v) {
+    return std::pair{std::string(status_name(v.before_status)), std::string(status_name(v.after_status))};
+  };
   auto energy_line = [&](const VariantChange& v, const std::string& benchmark, const std::string& level,
                          const EnergyChange& e) {
     if (!e.sampled) {
@@ -411,29 +415,30 @@ std::string compare_csv(const Comparison& c) {
     }
     auto b = part(e.before);
     auto a = part(e.after);
-    line({v.variant, v.before_status, v.after_status, benchmark, level, "tok_per_j", b[0], b[1], b[2], a[0], a[1], a[2],
+    auto [before_status, after_status] = statuses(v);
+    line({v.variant, before_status, after_status, benchmark, level, "tok_per_j", b[0], b[1], b[2], a[0], a[1], a[2],
           num(e.change ? std::optional(e.change->value) : std::nullopt), num(e.change ? e.change->low : std::nullopt),
           num(e.change ? e.change->high : std::nullopt), std::string(detail::energy_verdict_name(e.verdict))});
   };
   for (const auto& v : c.variants) {
+    auto [before_status, after_status] = statuses(v);
     for (const auto& s : v.single_stream) {
       auto b = part(s.before);
       auto a = part(s.after);
-      line({v.variant, v.before_status, v.after_status, s.benchmark, "", "output_tok_s", b[0], b[1], b[2], a[0], a[1],
-            a[2], num(s.change ? std::optional(s.change->value) : std::nullopt),
-            num(s.change ? s.change->low : std::nullopt), num(s.change ? s.change->high : std::nullopt),
-            std::string(verdict_name(s.verdict))});
+      line({v.variant, before_status, after_status, s.benchmark, "", "output_tok_s", b[0], b[1], b[2], a[0], a[1], a[2],
+            num(s.change ? std::optional(s.change->value) : std::nullopt), num(s.change ? s.change->low : std::nullopt),
+            num(s.change ? s.change->high : std::nullopt), std::string(verdict_name(s.verdict))});
       energy_line(v, s.benchmark, "", s.tok_per_j);
     }
     for (const auto& l : v.levels) {
       auto b = part(l.before_tok_s);
       auto a = part(l.after_tok_s);
-      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level),
-            "output_tok_s", b[0], b[1], b[2], a[0], a[1], a[2],
-            num(l.change ? std::optional(l.change->value) : std::nullopt), num(l.change ? l.change->low : std::nullopt),
-            num(l.change ? l.change->high : std::nullopt), std::string(verdict_name(l.verdict))});
-      line({v.variant, v.before_status, v.after_status, l.benchmark, detail::level_label(l.rate, l.level),
-            "ttft_p99_ms", num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
+      line({v.variant, before_status, after_status, l.benchmark, detail::level_label(l.rate, l.level), "output_tok_s",
+            b[0], b[1], b[2], a[0], a[1], a[2], num(l.change ? std::optional(l.change->value) : std::nullopt),
+            num(l.change ? l.change->low : std::nullopt), num(l.change ? l.change->high : std::nullopt),
+            std::string(verdict_name(l.verdict))});
+      line({v.variant, before_status, after_status, l.benchmark, detail::level_label(l.rate, l.level), "ttft_p99_ms",
+            num(l.before_ttft_p99_ms), "", "", num(l.after_ttft_p99_ms), "", "", "", "", "", ""});
       energy_line(v, l.benchmark, detail::level_label(l.rate, l.level), l.tok_per_j);
     }
   }
@@ -465,8 +470,8 @@ std::string compare_json(const Comparison& c) {
                {"variants", ojson::array()}};
   for (const auto& v : c.variants) {
     ojson j = {{"variant", v.variant},
-               {"before_status", v.before_status},
-               {"after_status", v.after_status},
+               {"before_status", status_name(v.before_status)},
+               {"after_status", status_name(v.after_status)},
                {"regressed", variant_regressed(v)},
                {"single_stream", ojson::array()},
                {"levels", ojson::array()}};

@@ -38,7 +38,7 @@ std::vector<ExpectationRow> expectation_rows(const RunData& data, const Report& 
     }
     auto it = data.results.find(e.variant);
     const VariantRow* v = report.find_variant(e.variant);
-    if (it != data.results.end() && v != nullptr && v->status == "ok") {
+    if (it != data.results.end() && v != nullptr && v->status == VariantStatus::ok) {
       row.measured = find_metric(it->second, e);
     }
     if (row.measured) {

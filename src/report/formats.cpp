@@ -129,15 +129,17 @@ std::string telemetry_csv(const VariantRow& v) {
   std::string out;
   if (const auto& load = v.telemetry->load) {
     for (std::size_t i = 0; i < load->peak_mib.size(); ++i) {
-      out += csv_line(csv_row("variant", v.name, v.status, "", "",
+      out += csv_line(csv_row("variant", v.name, std::string(status_name(v.status)), "", "",
                               fmt::format("load_memory_peak_mib[{}]", load->gpus[i]), load->peak_mib[i]));
     }
     if (load->total_mib) {
-      out += csv_line(csv_row("variant", v.name, v.status, "", "", "memory_total_mib", load->total_mib));
+      out += csv_line(
+          csv_row("variant", v.name, std::string(status_name(v.status)), "", "", "memory_total_mib", load->total_mib));
     }
   }
   for (const auto& warning : v.telemetry->warnings) {
-    CsvRow row = csv_row("variant", v.name, v.status, "", "", "telemetry_warning", std::nullopt);
+    CsvRow row =
+        csv_row("variant", v.name, std::string(status_name(v.status)), "", "", "telemetry_warning", std::nullopt);
     row.reason = warning;
     out += csv_line(row);
   }
@@ -216,7 +218,7 @@ ojson sources_json(const Sources& sources) {
 std::string to_csv(const Report& r) {
   std::string out = k_csv_header;
   for (const auto& v : r.variants) {
-    CsvRow row = csv_row("variant", v.name, v.status, "", "", "load_s", v.load_s);
+    CsvRow row = csv_row("variant", v.name, std::string(status_name(v.status)), "", "", "load_s", v.load_s);
     row.reason = v.reason;
     out += csv_line(row);
     if (v.telemetry) {
@@ -225,7 +227,7 @@ std::string to_csv(const Report& r) {
   }
   for (const auto& t : r.single_stream) {
     for (const auto& row : t.rows) {
-      CsvRow c = csv_row("single_stream", row.variant, detail::status_of(r, row.variant), t.benchmark, "",
+      CsvRow c = csv_row("single_stream", row.variant, detail::status_text(r, row.variant), t.benchmark, "",
                          "output_tok_s", std::nullopt);
       put_spread(c, row.tok_s);
       put_judgement(c, row.speedup, row.verdict, row.why, row.counts);
@@ -246,7 +248,7 @@ std::string to_csv(const Report& r) {
     for (const auto& row : t.rows) {
       for (std::size_t i = 0; i < t.levels.size(); ++i) {
         const auto& f = row.levels[i];
-        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, detail::status_of(r, row.variant),
+        CsvRow base = csv_row(t.rate ? "rate" : "concurrency", row.variant, detail::status_text(r, row.variant),
                               t.benchmark, t.label(i), "", std::nullopt);
         CsvRow tok = base;
         tok.metric = "output_tok_s";
@@ -274,7 +276,7 @@ std::string to_csv(const Report& r) {
     for (const auto& [variant, values] : t.rows) {
       for (std::size_t i = 0; i < t.metrics.size(); ++i) {
         out += csv_line(
-            csv_row("command", variant, detail::status_of(r, variant), t.benchmark, "", t.metrics[i], values[i]));
+            csv_row("command", variant, detail::status_text(r, variant), t.benchmark, "", t.metrics[i], values[i]));
       }
     }
   }
@@ -286,7 +288,7 @@ std::string to_csv(const Report& r) {
         if (!f) {
           continue;
         }
-        CsvRow tok = csv_row(t.kind, row.variant, detail::status_of(r, row.variant), t.benchmark, t.level,
+        CsvRow tok = csv_row(t.kind, row.variant, detail::status_text(r, row.variant), t.benchmark, t.level,
                              "request_tok_s[" + t.categories[i] + "]", f->tok_s);
         tok.completed = f->counts.completed;
         tok.failed = f->counts.failed;
@@ -299,14 +301,14 @@ std::string to_csv(const Report& r) {
     }
   }
   for (const auto& n : r.noise) {
-    CsvRow c = csv_row("noise", r.repeat, detail::status_of(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
+    CsvRow c = csv_row("noise", r.repeat, detail::status_text(r, r.repeat), n.benchmark, n.level, n.metric, n.again);
     c.expected = n.first;
     c.delta_pct = n.difference_pct;
     out += csv_line(c);
   }
   for (const auto& e : r.expectations) {
-    CsvRow c =
-        csv_row("expectation", e.variant, detail::status_of(r, e.variant), e.benchmark, e.level, e.metric, e.measured);
+    CsvRow c = csv_row("expectation", e.variant, detail::status_text(r, e.variant), e.benchmark, e.level, e.metric,
+                       e.measured);
     c.expected = e.expected;
     c.tolerance_pct = e.tolerance_pct;
     c.delta_pct = e.delta_pct;

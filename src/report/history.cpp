@@ -37,7 +37,7 @@ experiment::History read_history(const std::string& experiment, const std::files
         continue;
       }
       auto result = read_result(paths, name);
-      if (!result || dig(*result, {"status"}) != "ok") {
+      if (!result || status_of(*result) != VariantStatus::ok) {
         continue;
       }
       const auto& seconds = dig(*result, {"duration_s"});

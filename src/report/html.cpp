@@ -87,7 +87,7 @@ private:
   // Why a variant has no figure, for an empty bar slot: its status when not ok.
   std::string missing_note(const std::string& name) const {
     const VariantRow* row = variant_row(name);
-    return row && row->status != "ok" ? row->status : "no data";
+    return row && row->status != VariantStatus::ok ? std::string(status_name(row->status)) : "no data";
   }
 
   // The variant's name, marked when it did not finish, so no table hides a failure.
@@ -96,8 +96,8 @@ private:
     if (name == m_report.baseline) {
       html += " <span class=\"muted\">(baseline)</span>";
     }
-    if (const VariantRow* row = variant_row(name); row && row->status != "ok") {
-      html += " <span class=\"bad\">" + escape(row->status) + "</span>";
+    if (const VariantRow* row = variant_row(name); row && row->status != VariantStatus::ok) {
+      html += " <span class=\"bad\">" + escape(status_name(row->status)) + "</span>";
     }
     return html;
   }
@@ -159,11 +159,11 @@ private:
     m_out += th("Variant") + th("Status") + th("Host") + th("Attempt", "num") + th("Load (s)", "num") +
              th("Duration (s)", "num") + th("Accept length", "num") + th("Reason") + "</tr></thead>\n<tbody>\n";
     for (const auto& row : m_report.variants) {
-      const bool ok = row.status == "ok";
+      const bool ok = row.status == VariantStatus::ok;
       m_out += ok ? "<tr>" : "<tr class=\"failed\">";
-      m_out += td(escape(row.name)) + td(escape(row.status), ok ? "" : "bad") + td(escape(row.host)) +
-               td(row.attempt > 0 ? std::to_string(row.attempt) : "-", "num") + td(num(row.load_s, 1), "num") +
-               td(num(row.duration_s, 0), "num") + td(num(row.accept_length, 2), "num");
+      m_out += td(escape(row.name)) + td(escape(std::string(status_name(row.status))), ok ? "" : "bad") +
+               td(escape(row.host)) + td(row.attempt > 0 ? std::to_string(row.attempt) : "-", "num") +
+               td(num(row.load_s, 1), "num") + td(num(row.duration_s, 0), "num") + td(num(row.accept_length, 2), "num");
       std::string reason;
       if (!row.failed_phase.empty()) {
         reason += "<strong>" + escape(row.failed_phase) + ":</strong> ";
@@ -556,11 +556,12 @@ private:
     svg::BarChart chart{
         .title = "Server load time per variant", .y_label = "load time (s)", .unit = "s", .decimals = 1, .bars = {}};
     for (const auto& row : m_report.variants) {
-      chart.bars.push_back({.label = row.name,
-                            .value = present(row.load_s),
-                            .error = std::nullopt,
-                            .missing_note = row.status != "ok" ? row.status : "no data",
-                            .style = style_of(row.name)});
+      chart.bars.push_back(
+          {.label = row.name,
+           .value = present(row.load_s),
+           .error = std::nullopt,
+           .missing_note = row.status != VariantStatus::ok ? std::string(status_name(row.status)) : "no data",
+           .style = style_of(row.name)});
     }
     if (svg::has_data(chart)) {
       figure("load-time", svg::render(chart), "Time from launch until the server was ready, per variant.");

@@ -37,14 +37,14 @@ std::string to_junit(const Report& r) {
     cases += fmt::format("    <testcase classname=\"{}.variants\" name=\"{}\" time=\"{:.3f}\"",
                          xml_escape(r.experiment), xml_escape(v.name), v.duration_s.value_or(0));
     const std::string warnings = telemetry_warnings(v);
-    if (v.status == "ok") {
+    if (v.status == VariantStatus::ok) {
       cases += warnings.empty() ? "/>\n" : ">\n" + warnings + "    </testcase>\n";
       continue;
     }
     ++failures;
     std::string body = v.reason + (v.log_tail.empty() ? "" : "\n\nLast lines of the server's log:\n" + v.log_tail);
     cases += fmt::format(">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n{}    </testcase>\n",
-                         xml_escape(v.status), xml_escape(v.reason), xml_escape(body), warnings);
+                         xml_escape(status_name(v.status)), xml_escape(v.reason), xml_escape(body), warnings);
   }
   for (const auto& e : r.expectations) {
     std::string name =
@@ -57,12 +57,13 @@ std::string to_junit(const Report& r) {
     }
     ++failures;
     std::string message =
-        e.measured ? fmt::format("measured {:.4g}, expected {:g} ±{:g}% ({:+.1f}%)", *e.measured, e.expected,
-                                 e.tolerance_pct, e.delta_pct.value_or(0))
-                   : fmt::format("not measured (expected {:g} ±{:g}%): {}", e.expected, e.tolerance_pct,
-                                 detail::status_of(r, e.variant) == "ok"
-                                     ? "the result has no such figure"
-                                     : fmt::format("the variant's status is \"{}\"", detail::status_of(r, e.variant)));
+        e.measured
+            ? fmt::format("measured {:.4g}, expected {:g} ±{:g}% ({:+.1f}%)", *e.measured, e.expected, e.tolerance_pct,
+                          e.delta_pct.value_or(0))
+            : fmt::format("not measured (expected {:g} ±{:g}%): {}", e.expected, e.tolerance_pct,
+                          detail::status_text(r, e.variant) == "ok"
+                              ? "the result has no such figure"
+                              : fmt::format("the variant's status is \"{}\"", detail::status_text(r, e.variant)));
     cases += fmt::format(">\n      <failure type=\"not reproduced\" message=\"{}\"/>\n    </testcase>\n",
                          xml_escape(message));
   }

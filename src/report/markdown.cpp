@@ -17,7 +17,8 @@ std::string variants_section(const Report& r) {
   TextTable table(
       {{"variant"}, {"status"}, {"host"}, {"load s", Align::right}, {"accept len", Align::right}, {"reason"}});
   for (const auto& v : r.variants) {
-    table.add_row({v.name, v.status, v.host.empty() ? "-" : v.host, fixed(v.load_s, 1), fixed(v.accept_length, 2),
+    table.add_row({v.name, std::string(status_name(v.status)), v.host.empty() ? "-" : v.host, fixed(v.load_s, 1),
+                   fixed(v.accept_length, 2),
                    v.reason.empty() && !v.repeat_of.empty() ? fmt::format("A/A: repeats {}", v.repeat_of) : v.reason});
   }
   return "## Variants\n\n" + table.markdown();
@@ -286,7 +287,7 @@ std::string expectations_section(const Report& r) {
 std::string failures_section(const Report& r) {
   std::string out;
   for (const auto& v : r.variants) {
-    if (v.status == "ok") {
+    if (v.status == VariantStatus::ok) {
       continue;
     }
     out += fmt::format("- **{}** ({}): {}\n", v.name, v.status, v.reason);

@@ -385,15 +385,15 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
   auto it = data.results.find(name);
   if (it == data.results.end()) {
     auto damage = data.damaged.find(name);
-    row.status = damage != data.damaged.end() ? "damaged" : "not run";
+    row.status = damage != data.damaged.end() ? VariantStatus::damaged : VariantStatus::not_run;
     row.reason =
         damage != data.damaged.end() ? damage->second : "no result: the run stopped before this variant finished";
     return row;
   }
   const json& r = it->second;
-  row.status = json_text(dig(r, {"status"}), "?");
-  if (row.status != "ok") {
-    row.reason = json_text(dig(r, {"reason"}), row.status);
+  row.status = status_of(r);
+  if (row.status != VariantStatus::ok) {
+    row.reason = json_text(dig(r, {"reason"}), json_text(dig(r, {"status"}), "no status"));
   }
   row.failed_phase = json_text(dig(r, {"failure", "phase"}));
   for (const auto& line : array_at(r, {"failure", "log_tail"})) {
@@ -433,13 +433,8 @@ VariantRow variant_row(const RunData& data, const std::string& name, const std::
       continue;
     }
     Counts counts = benchmark_counts(entry);
-    if (auto why = too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
-      if (row.status == "ok") {
-        row.status = "failed";
-        row.reason = fmt::format("bench {}: {}: not measured", b.name, *why);
-        row.failed_phase = "bench " + b.name;
-      }
-    } else if (counts.failed > 0) {
+    // Beyond the failure share the run failed the variant when it wrote the result (ResultWriter).
+    if (counts.failed > 0 && !too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
       row.flags.push_back(fmt::format("benchmark \"{}\": {} of {} requests failed ({:.1f}%)", b.name, counts.failed,
                                       counts.requests, 100.0 * counts.error_rate()));
     }
@@ -467,7 +462,7 @@ bool Report::has_telemetry() const {
 }
 
 bool Report::passed() const {
-  return std::all_of(variants.begin(), variants.end(), [](const auto& v) { return v.status == "ok"; }) &&
+  return std::all_of(variants.begin(), variants.end(), [](const auto& v) { return v.status == VariantStatus::ok; }) &&
          std::all_of(expectations.begin(), expectations.end(), [](const auto& e) { return e.reproduced; });
 }
 
@@ -520,13 +515,13 @@ Report build_report(const RunData& data, const ReportOptions& options) {
     report.notes.push_back("no baseline: no speedups");
   }
   for (const auto& v : report.variants) {
-    if (v.name == baseline && v.status != "ok") {
+    if (v.name == baseline && v.status != VariantStatus::ok) {
       report.notes.push_back(
           fmt::format("the baseline \"{}\" did not finish ({}): speedups only where it measured", baseline, v.status));
     }
   }
   auto not_run = std::count_if(report.variants.begin(), report.variants.end(),
-                               [](const auto& v) { return v.status == "not run"; });
+                               [](const auto& v) { return v.status == VariantStatus::not_run; });
   if (not_run > 0) {
     report.notes.push_back(fmt::format("{} variant{} without a result; `specctl run --resume` completes the run",
                                        not_run, not_run == 1 ? "" : "s"));

@@ -1,6 +1,8 @@
 #include <specctl/report/result_writer.hpp>
 
 #include <specctl/report/results.hpp>
+#include <specctl/util/atomic_file.hpp>
+#include <specctl/util/bounded_read.hpp>
 
 #include <array>
 #include <fmt/format.h>
@@ -86,7 +88,7 @@ void ResultWriter::warn(std::string text) {
 void ResultWriter::fail(const std::string& phase, const Error& error, std::vector<std::string> log_tail) {
   const bool interrupted = error.kind() == ErrorKind::interrupted;
   const std::string message = error.what();
-  m_doc["status"] = interrupted ? "interrupted" : "failed";
+  m_doc["status"] = status_name(interrupted ? VariantStatus::interrupted : VariantStatus::failed);
   // The first line is the reason; the rest (log excerpts) stays in "failure".
   m_doc["reason"] = fmt::format("{}: {}", phase, message.substr(0, message.find('\n')));
   ordered failure = {{"phase", phase}, {"kind", error_kind_name(error.kind())}, {"message", message}};
@@ -101,44 +103,92 @@ void ResultWriter::fail(const std::string& phase, const Error& error, std::vecto
 }
 
 bool ResultWriter::failed() const {
-  auto it = m_doc.find("status");
-  return it != m_doc.end() && it->is_string() && *it != "ok";
+  return m_doc.contains("status") && status() != VariantStatus::ok;
 }
 
 void ResultWriter::finish(const std::string& finished, double duration_s) {
   if (!failed()) {
-    m_doc["status"] = "ok";
+    m_doc["status"] = status_name(VariantStatus::ok);
   }
   m_doc["finished"] = finished;
   m_doc["duration_s"] = duration_s;
 }
 
-void fail_on_failed_requests(ordered& result, double max_failed_pct) {
-  if (result.value("status", "") != "ok" || !result.contains("benchmarks") || !result["benchmarks"].is_object()) {
+void ResultWriter::judge_failed_requests(double max_failed_pct) {
+  if (status() != VariantStatus::ok || !m_doc.contains("benchmarks") || !m_doc["benchmarks"].is_object()) {
     return;
   }
-  std::optional<std::string> failed;
-  std::string failed_why;
-  for (const auto& [name, entry] : result["benchmarks"].items()) {
+  for (const auto& [name, entry] : m_doc["benchmarks"].items()) {
     if (!entry.is_object() || entry.value("kind", "") == benchmark_kind_name(experiment::BenchmarkKind::command)) {
       continue;
     }
-    auto counts = benchmark_counts(nlohmann::json(entry));
-    if (auto why = too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
-      failed = std::string(name);
-      failed_why = *why;
-      break;
+    if (auto why = too_many_failed(nlohmann::json(entry), max_failed_pct)) {
+      // Keys are added after the loop: adding them may move what the loop looks at.
+      std::string phase = "bench " + name;
+      std::string message = *why + ": not measured";
+      m_doc["status"] = status_name(VariantStatus::failed);
+      m_doc["reason"] = fmt::format("{}: {}", phase, message);
+      m_doc["failure"] = {{"phase", phase}, {"kind", error_kind_name(ErrorKind::failed)}, {"message", message}};
+      return;
     }
   }
-  if (!failed) {
-    return;
+}
+
+void ResultWriter::take_payload(const ordered& payload) {
+  ordered host = m_doc["host"];
+  ordered attempt = m_doc["attempt"];
+  for (const auto& [key, value] : payload.items()) {
+    m_doc[key] = value;
   }
-  // Written after the loop: adding keys to `result` may move what the loop looked at.
-  std::string message = failed_why + ": not measured";
-  result["status"] = "failed";
-  result["reason"] = fmt::format("bench {}: {}", *failed, message);
-  result["failure"] = {
-      {"phase", "bench " + *failed}, {"kind", error_kind_name(ErrorKind::failed)}, {"message", message}};
+  m_doc["host"] = std::move(host);
+  m_doc["attempt"] = std::move(attempt);
+}
+
+void ResultWriter::complete_on_resume(std::string why) {
+  m_doc["status"] = status_name(VariantStatus::ok);
+  m_doc.erase("reason");
+  m_doc.erase("failure");
+  warn(std::move(why));
+}
+
+ordered& ResultWriter::at(std::string_view key) {
+  if (key == "status" || key == "reason" || key == "failure") {
+    throw std::logic_error(fmt::format("result.json's \"{}\" is set by ResultWriter's own methods", key));
+  }
+  return m_doc[std::string(key)];
+}
+
+std::expected<ResultWriter, Error> ResultWriter::read(const std::filesystem::path& path) {
+  auto text = util::read_regular_file(path, util::k_max_result_bytes, "a result file");
+  if (!text) {
+    return std::unexpected(Error(fmt::format("{}: {}", path.string(), text.error().reason), ErrorKind::bad_input));
+  }
+  auto doc = ordered::parse(*text, nullptr, false);
+  if (!doc.is_object()) {
+    return std::unexpected(
+        Error(fmt::format("{}: not a result (no JSON object)", path.string()), ErrorKind::bad_input));
+  }
+  return ResultWriter(Adopt{}, std::move(doc));
+}
+
+std::string ResultWriter::text() const {
+  return m_doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+bool ResultWriter::write(const std::filesystem::path& path, util::WriteFailures& failures) const {
+  return failures.write(path, text());
+}
+
+std::expected<void, Error> ResultWriter::write(const std::filesystem::path& path) const {
+  return util::write_file_atomic(path, text());
+}
+
+bool ResultWriter::write_progress(const std::filesystem::path& path, const std::string& reason,
+                                  util::WriteFailures& failures) const {
+  ResultWriter progress(Adopt{}, m_doc);
+  progress.m_doc["status"] = status_name(VariantStatus::interrupted);
+  progress.m_doc["reason"] = reason;
+  return progress.write(path, failures);
 }
 
 } // namespace specctl::report

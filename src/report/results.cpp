@@ -198,6 +198,11 @@ std::optional<std::string> too_many_failed(int requests, int failed, double max_
                      max_failed_pct);
 }
 
+std::optional<std::string> too_many_failed(const nlohmann::json& entry, double max_failed_pct) {
+  auto counts = benchmark_counts(entry);
+  return too_many_failed(counts.requests, counts.failed, max_failed_pct);
+}
+
 Counts& Counts::operator+=(const Counts& other) {
   requests += other.requests;
   completed += other.completed;

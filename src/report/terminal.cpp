@@ -111,12 +111,12 @@ std::string to_terminal(const Report& r) {
   util::TextTable table(std::move(headers));
   std::vector<std::string> lines;
   for (const auto& v : r.variants) {
-    std::vector<std::string> row = {v.name, v.status};
+    std::vector<std::string> row = {v.name, std::string(status_name(v.status))};
     for (const auto& c : cols) {
       row.push_back(c.cell(v.name));
     }
     table.add_row(std::move(row));
-    if (v.status != "ok") {
+    if (v.status != VariantStatus::ok) {
       lines.push_back(fmt::format("- {}: {}", v.name, v.reason));
     }
     for (const auto& flag : v.flags) {

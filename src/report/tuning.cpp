@@ -48,7 +48,7 @@ std::vector<ParetoPoint> curve_of(const std::string& variant, const json& levels
       order.push_back(label);
     }
     samples[label].first.push_back(total.get<double>());
-    samples[label].second.push_back(1000.0 / tpot.get<double>());
+    samples[label].second.push_back(bench::per_user_tok_s(tpot.get<double>()));
   }
   std::vector<ParetoPoint> out;
   for (const auto& label : order) {
@@ -72,7 +72,7 @@ std::optional<TuningSection> tuning_section(const RunData& data) {
   out.trials = data.tune.value("trials", 0);
   out.grid = data.tune.value("grid", 0);
   for (const auto& [variant, result] : data.results) {
-    if (result.value("status", "") != "ok") {
+    if (status_of(result) != VariantStatus::ok) {
       continue;
     }
     auto curve = curve_of(variant, dig(result, {"benchmarks", out.load, "levels"}));

@@ -2,10 +2,13 @@
 
 // Private to src/run: what the runner shares with each variant it runs.
 
+#include "retry.hpp"
+
 #include <specctl/experiment/connect.hpp>
 #include <specctl/experiment/experiment.hpp>
 #include <specctl/experiment/plan.hpp>
 #include <specctl/remote/host.hpp>
+#include <specctl/report/result_writer.hpp>
 #include <specctl/run/display.hpp>
 #include <specctl/run/journal.hpp>
 #include <specctl/run/runner.hpp>
@@ -32,9 +35,6 @@ namespace specctl::run::detail {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 using ordered = nlohmann::ordered_json;
-
-// Retries back off exponentially up to this.
-inline constexpr util::Duration k_max_backoff = std::chrono::minutes{2};
 
 // Sleeps, waking early when `stop` is set. True when stopped.
 bool sleep_or_stop(util::Duration duration, const std::atomic<bool>* stop);
@@ -194,18 +194,24 @@ struct Adoption {
   int attempt = 1;
 };
 
+// What one attempt at a variant ended with: its result (status ok, failed or
+// interrupted), and whether its failure was transient (retry.hpp).
+struct Attempted {
+  report::ResultWriter result;
+  bool transient = false;
+};
+
 // One attempt at a variant on `node` (its host, or a member of its pool), from
-// connect to teardown: its result document (status ok, failed or interrupted).
-// `transient` says whether trying again may help.
-nlohmann::ordered_json run_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
-                                   const std::string& node, int index, int total, int attempt, bool& transient);
+// connect to teardown.
+Attempted run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, const std::string& node,
+                      int index, int total, int attempt);
 
 // One attempt at a variant on a Slurm host: a batch job that runs `specctl job`
 // on the node Slurm picks, followed until Slurm says it ended (src/run/slurm_run.cpp).
 // With `adopt`, the job an earlier run submitted is followed instead.
-nlohmann::ordered_json run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
-                                         const experiment::HostSpec& host, int index, int total, int attempt,
-                                         const std::optional<Adoption>& adopt, bool& transient);
+Attempted run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
+                            const experiment::HostSpec& host, int index, int total, int attempt,
+                            const std::optional<Adoption>& adopt);
 
 // The jobs of Slurm hosts that `entries` (an earlier run's journal) submitted
 // and never recorded an end for, by variant.
@@ -222,7 +228,7 @@ struct Job {
 
 // Called (under the scheduler's lock, one at a time) with each variant's final
 // result document: ok, failed after its last attempt, or interrupted.
-using FinishedFn = std::function<void(const nlohmann::ordered_json& result)>;
+using FinishedFn = std::function<void(report::ResultWriter& result)>;
 
 // Runs the jobs on the hosts they may use: a variant's host, or any member of
 // its pool, one variant per host at a time and all hosts at once. A transient

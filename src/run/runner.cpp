@@ -50,12 +50,13 @@ public:
     }
   }
 
-  FinishedRow finished_row(const json& result) {
+  FinishedRow finished_row(json result) {
     FinishedRow row;
     row.variant = result.value("variant", "");
-    row.ok = result.value("status", "") == "ok";
+    const auto status = report::status_of(result);
+    row.ok = status == report::VariantStatus::ok;
     if (!row.ok) {
-      row.reason = result.value("reason", result.value("status", ""));
+      row.reason = result.value("reason", std::string(report::status_name(status)));
     }
     if (result.contains("load") && result["load"].contains("load_s") && result["load"]["load_s"].is_number()) {
       row.load_s = result["load"]["load_s"].get<double>();
@@ -63,7 +64,7 @@ public:
     if (!m_data) {
       return row;
     }
-    m_data->results[row.variant] = result;
+    m_data->results[row.variant] = std::move(result);
     m_data->damaged.erase(row.variant);
     try {
       auto made = report::build_report(*m_data);
@@ -174,7 +175,7 @@ std::string write_failure_text(const report::ResultPaths& paths, const std::vect
   int left = 0;
   for (const auto& name : variants) {
     auto result = report::read_result(paths, name);
-    if (result && result->value("status", "") == "ok") {
+    if (result && report::status_of(*result) == report::VariantStatus::ok) {
       finished_bytes += folder_bytes(paths.variant_dir(name));
       ++finished;
     } else {
@@ -201,16 +202,11 @@ std::string write_failure_text(const report::ResultPaths& paths, const std::vect
                      util::format_bytes(std::max<std::uint64_t>(needs, 1)), room, paths.dir.string());
 }
 
-// A benchmark of an earlier attempt with more failed requests than the experiment allows: measured again.
-bool too_many_failed(const ordered& entry, double max_failed_pct) {
-  auto counts = report::benchmark_counts(json::parse(entry.dump()));
-  return report::too_many_failed(counts.requests, counts.failed, max_failed_pct).has_value();
-}
-
 // Resuming, what an earlier attempt left of a variant: its result when complete
 // (status ok, or every benchmark measured before a kill or Ctrl-C in the teardown,
 // which is then written as complete), else nullopt, with the benchmarks it did
-// measure in `measured`. A damaged result.json is moved aside and said so.
+// measure in `measured` (a benchmark with more failed requests than the experiment
+// allows is measured again). A damaged result.json is moved aside and said so.
 std::optional<json> resumed_result(const experiment::Experiment& experiment, const experiment::Variant& variant,
                                    const report::ResultPaths& paths, Journal& journal, Display& display,
                                    std::map<std::string, ordered>& measured) {
@@ -227,45 +223,42 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
     journal.record("result_damaged", {{"variant", name}, {"damage", *damage}, {"moved_to", ec ? "" : aside.string()}});
     return std::nullopt;
   }
-  auto text = util::read_regular_file(paths.result(name), util::k_max_result_bytes, "a result file");
-  auto kept = text ? ordered::parse(*text, nullptr, false) : ordered();
-  if (!kept.is_object()) {
+  auto kept = report::ResultWriter::read(paths.result(name));
+  if (!kept) {
     return std::nullopt;
   }
-  std::string status = kept.value("status", "");
-  if (status == "ok") {
-    return json::parse(kept.dump());
+  const auto status = kept->status();
+  if (status == report::VariantStatus::ok) {
+    return json(kept->doc());
   }
   ordered done = ordered::object();
-  if (kept.contains("benchmarks") && kept["benchmarks"].is_object()) {
-    for (const auto& bench : variant.benchmarks) {
-      const auto* spec = experiment.find_benchmark(bench);
-      if (kept["benchmarks"].contains(bench) && kept["benchmarks"][bench].is_object() && spec != nullptr &&
-          kept["benchmarks"][bench].value("status", "") == "ok" &&
-          kept["benchmarks"][bench].value("spec", "") == spec->describe() &&
-          !too_many_failed(kept["benchmarks"][bench], experiment.report.max_failed_pct)) {
-        done[bench] = kept["benchmarks"][bench];
-      }
+  static const ordered none;
+  const auto& benchmarks = kept->doc().contains("benchmarks") ? kept->doc()["benchmarks"] : none;
+  for (const auto& bench : variant.benchmarks) {
+    const auto* spec = experiment.find_benchmark(bench);
+    if (spec == nullptr || !benchmarks.is_object() || !benchmarks.contains(bench)) {
+      continue;
+    }
+    const auto& entry = benchmarks[bench];
+    if (entry.is_object() && entry.value("status", "") == "ok" && entry.value("spec", "") == spec->describe() &&
+        !report::too_many_failed(json(entry), experiment.report.max_failed_pct)) {
+      done[bench] = entry;
     }
   }
   if (done.empty()) {
     return std::nullopt;
   }
-  if (status != "interrupted" || done.size() < variant.benchmarks.size()) {
+  if (status != report::VariantStatus::interrupted || done.size() < variant.benchmarks.size()) {
     measured[name] = std::move(done);
     return std::nullopt;
   }
   // Measured to the end; the run stopped in the teardown, which resume has done since.
-  kept["status"] = "ok";
-  kept.erase("reason");
-  kept.erase("failure");
-  if (!kept.contains("warnings") || !kept["warnings"].is_array()) {
-    kept["warnings"] = ordered::array();
+  kept->complete_on_resume("every benchmark was measured before the run stopped during the teardown; "
+                           "completed by --resume, which stopped the server");
+  if (auto written = kept->write(paths.result(name)); !written) {
+    throw written.error();
   }
-  kept["warnings"].push_back("every benchmark was measured before the run stopped during the teardown; "
-                             "completed by --resume, which stopped the server");
-  write_or_throw(paths.result(name), kept.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  return json::parse(kept.dump());
+  return json(kept->doc());
 }
 
 // What the run will do, in a few lines for its header.
@@ -490,22 +483,23 @@ RunOutcome run_experiment(const experiment::Experiment& experiment, const RunOpt
     }
     jobs.push_back({&planned, k + 1, adopt});
   }
-  outcome.interrupted = detail::run_jobs(shared, std::move(jobs), total, [&](const ordered& finished) {
-    ordered result = finished;
-    report::fail_on_failed_requests(result, experiment.report.max_failed_pct);
-    std::string name = result.value("variant", "");
-    std::string status = result.value("status", "failed");
+  outcome.interrupted = detail::run_jobs(shared, std::move(jobs), total, [&](report::ResultWriter& result) {
+    result.judge_failed_requests(experiment.report.max_failed_pct);
+    const auto& doc = result.doc();
+    std::string name = doc.value("variant", "");
+    const auto status = result.status();
     // Counted here, once, by the status the result is written with.
-    if (status == "ok") {
+    if (status == report::VariantStatus::ok) {
       ++outcome.ok;
-    } else if (status != "interrupted") {
+    } else if (status != report::VariantStatus::interrupted) {
       ++outcome.failed;
     }
     // Whatever happened, what was measured is kept; only "ok" counts as complete for --resume.
-    failures.write(paths.result(name), result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-    journal.record("variant_finished", {{"variant", name}, {"status", status}, {"reason", result.value("reason", "")}});
-    if (status != "interrupted") {
-      display.variant_finished(live.finished_row(json::parse(result.dump())));
+    result.write(paths.result(name), failures);
+    journal.record("variant_finished",
+                   {{"variant", name}, {"status", report::status_name(status)}, {"reason", doc.value("reason", "")}});
+    if (status != report::VariantStatus::interrupted) {
+      display.variant_finished(live.finished_row(json(doc)));
     }
   });
 

@@ -80,13 +80,13 @@ private:
     return std::max(1, max_jobs > 0 ? std::min(max_jobs, jobs) : jobs);
   }
 
-  ordered attempt(const std::string& node, const Item& item, bool& transient) {
+  Attempted attempt(const std::string& node, const Item& item) {
     const auto& job = item.job;
     auto it = m_c.experiment.hosts.find(node);
     if (it != m_c.experiment.hosts.end() && it->second.kind == experiment::HostKind::slurm) {
-      return run_slurm_variant(m_c, *job.planned, it->second, job.index, m_total, item.attempt, job.adopt, transient);
+      return run_slurm_variant(m_c, *job.planned, it->second, job.index, m_total, item.attempt, job.adopt);
     }
-    return run_variant(m_c, *job.planned, node, job.index, m_total, item.attempt, transient);
+    return run_variant(m_c, *job.planned, node, job.index, m_total, item.attempt);
   }
 
   std::vector<std::string> candidates(const Job& job) const {
@@ -149,29 +149,32 @@ private:
       m_c.journal.record(
           "variant_started",
           {{"variant", name}, {"attempt", item.attempt}, {"index", item.job.index}, {"of", m_total}, {"host", node}});
-      bool transient = false;
-      ordered result = attempt(node, item, transient);
+      Attempted attempted = attempt(node, item);
       lock.lock();
       --m_running;
-      settle(node, std::move(item), std::move(result), transient);
+      settle(node, std::move(item), std::move(attempted));
       m_changed.notify_all();
     }
   }
 
   // What happens after an attempt: a result, a retry, or a node taken out. Called locked.
-  void settle(const std::string& node, Item item, ordered result, bool transient) {
+  void settle(const std::string& node, Item item, Attempted attempted) {
     const std::string name = item.job.planned->variant->name;
-    std::string status = result.value("status", "failed");
-    if (status == "interrupted") {
+    auto& result = attempted.result;
+    const auto status = result.status();
+    const std::string reason = result.doc().value("reason", "");
+    if (status == report::VariantStatus::interrupted) {
       m_interrupted = true;
       m_stopping = true;
       m_finished(result);
       return;
     }
     bool pooled = candidates(item.job).size() > 1;
-    std::string phase = result.contains("failure") ? result["failure"].value("phase", "") : "";
+    const auto& doc = result.doc();
+    std::string phase =
+        doc.contains("failure") && doc["failure"].is_object() ? doc["failure"].value("phase", "") : std::string();
     // The node's own fault rather than the variant's: the same variant may work elsewhere.
-    bool node_fault = status != "ok" && (transient || (pooled && phase == "cleanup"));
+    bool node_fault = status != report::VariantStatus::ok && (attempted.transient || (pooled && phase == "cleanup"));
     // "In a row": a variant that ended for its own reasons clears the node's record.
     auto& state = m_nodes.at(node);
     state.failures_in_a_row = node_fault ? state.failures_in_a_row + 1 : 0;
@@ -179,23 +182,20 @@ private:
     if (remove) {
       state.out = true;
     }
-    int attempts = 1 + std::max(m_c.options.retries, 0);
+    const RetryPolicy policy = retry_policy(m_c.options);
+    const int attempts = policy.attempts();
     auto live = live_candidates(item.job);
     if (node_fault && item.attempt < attempts && !live.empty() && !stop_requested()) {
       item.avoid.insert(node);
       bool elsewhere = std::any_of(live.begin(), live.end(), [&](const auto& n) { return !item.avoid.contains(n); });
       // Another node may take it at once; the same node only after a backoff.
-      auto backoff =
-          elsewhere ? util::Duration{0}
-                    : std::min<util::Duration>(m_c.options.retry_backoff * (1 << (item.attempt - 1)), k_max_backoff);
-      m_c.display.message(name, Severity::warning,
-                          fmt::format("{}; trying again{}{} (attempt {} of {})", result.value("reason", ""),
-                                      elsewhere ? " on another host" : "",
-                                      backoff.count() > 0 ? " in " + util::format_duration(backoff) : "",
-                                      item.attempt + 1, attempts));
-      m_c.journal.record(
-          "variant_retry",
-          {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", result.value("reason", "")}});
+      auto backoff = elsewhere ? util::Duration{0} : policy.wait_before(item.attempt + 1);
+      m_c.display.message(
+          name, Severity::warning,
+          fmt::format("{}; trying again{}{} (attempt {} of {})", reason, elsewhere ? " on another host" : "",
+                      backoff.count() > 0 ? " in " + util::format_duration(backoff) : "", item.attempt + 1, attempts));
+      m_c.journal.record("variant_retry",
+                         {{"variant", name}, {"attempt", item.attempt}, {"host", node}, {"reason", reason}});
       m_c.pool.drop(node);
       item.attempt += 1;
       // A job an earlier run left is followed once; a retry submits anew.
@@ -204,14 +204,14 @@ private:
       m_queue.push_front(std::move(item));
     } else {
       m_finished(result);
-      if (status != "ok" && m_c.options.fail_fast) {
+      if (status != report::VariantStatus::ok && m_c.options.fail_fast) {
         m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
         m_stopping = true;
       }
     }
     // After the variant's own outcome is told, so the messages read in order.
     if (remove) {
-      take_out(node, result.value("reason", status));
+      take_out(node, reason.empty() ? std::string(report::status_name(status)) : reason);
     }
   }
 
@@ -233,7 +233,7 @@ private:
       result.fail("connect", Error(fmt::format("no host left to run it ({} was taken out: {})", node, reason),
                                    ErrorKind::unreachable));
       result.finish(utc_timestamp(std::chrono::system_clock::now()), 0.0);
-      m_finished(result.doc());
+      m_finished(result);
       it = m_queue.erase(it);
     }
   }

@@ -78,11 +78,11 @@ public:
       : m_c(c), m_variant(*planned.variant), m_host(host), m_slurm(host.slurm), m_index(index), m_total(total),
         m_attempt(attempt), m_login(c.slurm.login(host.slurm.login)), m_client(m_login) {}
 
-  ordered run(const std::optional<Adoption>& adopt, bool& transient) {
+  Attempted run(const std::optional<Adoption>& adopt) {
     auto started = Clock::now();
     m_result.emplace(report::ResultWriter::Start{m_variant.name, m_variant.description, m_host.name, m_attempt,
                                                  utc_timestamp(std::chrono::system_clock::now())});
-    transient = false;
+    bool transient = false;
     try {
       if (adopt) {
         m_job_id = adopt->job_id;
@@ -95,16 +95,16 @@ public:
         submit();
       }
       follow();
-      conclude(transient);
+      transient = conclude();
     } catch (const Error& e) {
       // A job never submitted may be tried again; one that may run must not be doubled.
-      transient = e.unreachable() && m_job_id.empty();
+      transient = detail::transient(m_phase, e) && m_job_id.empty();
       fail(m_phase, e);
     } catch (const std::exception& e) {
       fail(m_phase, Error(fmt::format("internal error: {}", e.what())));
     }
     m_result->finish(utc_timestamp(std::chrono::system_clock::now()), util::seconds_since(started));
-    return m_result->doc();
+    return {std::move(*m_result), transient};
   }
 
 private:
@@ -180,7 +180,7 @@ private:
     }
     m_job_id = std::to_string(newest->first);
     m_attempt = newest->second;
-    m_result->doc()["attempt"] = m_attempt;
+    m_result->at("attempt") = m_attempt;
     m_job_dir = fmt::format("{}/{}/attempt-{}", job_root(m_c, m_slurm), m_variant.name, m_attempt);
     m_c.journal.record("slurm_adopted", {{"variant", m_variant.name},
                                          {"job_id", m_job_id},
@@ -333,7 +333,9 @@ private:
   }
 
   // The variant's result from the job's own and Slurm's verdict.
-  void conclude(bool& transient) {
+  // Whether the job ended in a state the experiment retries (retry_on): the
+  // transient failures of a Slurm host.
+  bool conclude() {
     const auto& job = *m_job;
     m_c.journal.record("slurm_finished", {{"variant", m_variant.name},
                                           {"job_id", job.id},
@@ -345,11 +347,7 @@ private:
     auto payload = read_remote_json(m_login, run_dir + "/variants/" + m_variant.name + "/result.json");
     if (payload) {
       // What the job measured is kept, whatever Slurm did to it after.
-      for (auto& [key, value] : payload->items()) {
-        m_result->doc()[key] = value;
-      }
-      m_result->doc()["host"] = m_host.name;
-      m_result->doc()["attempt"] = m_attempt;
+      m_result->take_payload(*payload);
     }
     ordered info = {
         {"job_id", job.id},    {"state", job.state},       {"reason", job.reason},         {"exit_code", job.exit_code},
@@ -358,48 +356,48 @@ private:
     if (auto allocation = read_remote_json(m_login, m_job_dir + "/allocation.json")) {
       info["allocation"] = *allocation;
     }
-    m_result->doc()["slurm"] = info;
+    m_result->at("slurm") = info;
     bring_back(run_dir);
 
     std::string where = job.nodes.empty() || job.nodes == "(null)" ? "" : " on " + job.nodes;
-    std::string payload_status = payload ? payload->value("status", "") : "";
-    if (stopped() && (job.state == "CANCELLED" || payload_status == "interrupted")) {
+    const bool has_status = payload && payload->contains("status");
+    const bool payload_interrupted = has_status && report::status_of(*payload) == report::VariantStatus::interrupted;
+    if (stopped() && (job.state == "CANCELLED" || payload_interrupted)) {
       fail("interrupted", Error(fmt::format("Slurm job {} cancelled at Ctrl-C", job.id), ErrorKind::interrupted));
-      return;
+      return false;
     }
     if (job.state == "TIMEOUT") {
-      transient = retried_on(m_slurm, job.state);
       fail("slurm", Error(fmt::format("job {} reached its time limit ({}){}", job.id, job.time_limit, where),
                           ErrorKind::timed_out));
-      return;
+      return retried_on(m_slurm, job.state);
     }
     if (job.state == "PREEMPTED" || job.state == "NODE_FAIL" || job.state == "BOOT_FAIL") {
-      transient = retried_on(m_slurm, job.state);
       std::string what = job.state == "PREEMPTED"   ? "was preempted"
                          : job.state == "NODE_FAIL" ? "lost its node"
                                                     : "could not boot its node";
       fail("slurm", Error(fmt::format("job {} {}{}", job.id, what, where)));
-      return;
+      return retried_on(m_slurm, job.state);
     }
     if (job.state == "CANCELLED") {
       fail("slurm", Error(fmt::format("job {} was cancelled outside specctl{}", job.id, where)));
-      return;
+      return false;
     }
     if (job.state == "OUT_OF_MEMORY" || job.state == "DEADLINE") {
       fail("slurm",
            Error(fmt::format("job {} ended {}{}", job.id,
                              job.state == "DEADLINE" ? "at its deadline" : "out of memory (host RAM: --mem)", where)));
-      return;
+      return false;
     }
     // COMPLETED, FAILED, or a job Slurm forgot: the payload's own verdict.
-    if (!payload || payload_status.empty()) {
+    if (!has_status) {
       fail("slurm", Error(fmt::format("job {} ended {} (exit code {}){} without a result; {}", job.id, job.state,
                                       job.exit_code.empty() ? "unknown" : job.exit_code, where, output_tail())));
-      return;
+      return false;
     }
-    if (payload_status == "interrupted") {
+    if (payload_interrupted) {
       fail("slurm", Error(fmt::format("job {} was stopped{} ({})", job.id, where, job.state)));
     }
+    return false;
   }
 
   // The last line of the job's output, which says why a payload could not start.
@@ -477,10 +475,10 @@ private:
 
 } // namespace
 
-ordered run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
-                          const experiment::HostSpec& host, int index, int total, int attempt,
-                          const std::optional<Adoption>& adopt, bool& transient) {
-  return SlurmVariantRun(context, planned, host, index, total, attempt).run(adopt, transient);
+Attempted run_slurm_variant(const VariantContext& context, const experiment::PlannedVariant& planned,
+                            const experiment::HostSpec& host, int index, int total, int attempt,
+                            const std::optional<Adoption>& adopt) {
+  return SlurmVariantRun(context, planned, host, index, total, attempt).run(adopt);
 }
 
 } // namespace specctl::run::detail

@@ -184,17 +184,20 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
   Trial trial;
   trial.config = config;
   trial.variant = spec.trial_of(config);
-  trial.status = result.value("status", "");
+  if (!result.contains("status")) {
+    return std::nullopt;
+  }
+  trial.status = report::status_of(result);
   trial.duration_s = number_at(result, {"duration_s"}).value_or(0);
   const std::size_t points = load.kind == BenchmarkKind::rate ? load.rates.size() : load.levels.size();
   trial.points.resize(load_points(experiment).size());
-  if (trial.status == "failed") {
+  if (trial.status == report::VariantStatus::failed) {
     for (auto& p : trial.points) {
       p.slo_missed.push_back("the trial failed: " + result.value("reason", std::string("no reason recorded")));
     }
     return trial;
   }
-  if (trial.status != "ok") {
+  if (trial.status != report::VariantStatus::ok) {
     return std::nullopt;
   }
   const auto& levels = report::dig(result, {"benchmarks", load.name, "levels"});
@@ -211,17 +214,11 @@ std::optional<Trial> read_trial(const json& result, const experiment::Experiment
     std::vector<const json*> metrics;
     for (const auto* level : measured) {
       const auto& m = report::dig(*level, {"metrics"});
-      std::optional<double> sample;
-      if (spec.objective == experiment::TuneObjective::per_user_tok_s) {
-        if (auto tpot = number_at(m, {"tpot_p50_ms"}); tpot && *tpot > 0) {
-          sample = 1000.0 / *tpot;
-        }
-      } else {
-        sample = number_at(m, {spec.objective == experiment::TuneObjective::goodput     ? "goodput_rps"
-                               : spec.objective == experiment::TuneObjective::tok_per_j ? "tok_per_j"
-                                                                                        : "output_tok_s"});
+      std::optional<double> sample = number_at(m, {experiment::objective_metric(spec.objective)});
+      if (sample && spec.objective == experiment::TuneObjective::per_user_tok_s) {
+        sample = bench::per_user_tok_s(*sample);
       }
-      if (sample) {
+      if (sample && std::isfinite(*sample)) {
         point.samples.push_back(*sample);
       }
       metrics.push_back(&m);

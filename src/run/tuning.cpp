@@ -6,6 +6,7 @@
 
 #include <specctl/experiment/plan.hpp>
 #include <specctl/report/report.hpp>
+#include <specctl/report/result_writer.hpp>
 #include <specctl/report/results.hpp>
 #include <specctl/run/tuning.hpp>
 
@@ -15,6 +16,7 @@
 #include <specctl/util/atomic_file.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/error.hpp>
+#include <specctl/util/try.hpp>
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -69,8 +71,8 @@ std::map<tune::Config, Reusable> find_reusable(const experiment::Experiment& exp
       }
       auto match = by_command.find(variant["command_line"].get<std::string>());
       auto result = data.results.find(variant.value("name", ""));
-      if (match == by_command.end() || result == data.results.end() || result->second.value("status", "") != "ok" ||
-          out.contains(match->second)) {
+      if (match == by_command.end() || result == data.results.end() ||
+          report::status_of(result->second) != report::VariantStatus::ok || out.contains(match->second)) {
         continue;
       }
       bool same = true;
@@ -98,15 +100,10 @@ void adopt(const Reusable& source, const std::string& name, const report::Result
     throw Error(
         fmt::format("{}: cannot copy the trial from {}: {}", target.string(), source.dir.string(), ec.message()));
   }
-  auto result = report::read_result(paths, name);
-  if (!result) {
-    throw Error(fmt::format("{}: the copied result cannot be read", paths.result(name).string()));
-  }
-  (*result)["variant"] = name;
-  (*result)["reused_from"] = source.dir.string();
-  if (auto written = util::write_file_atomic(paths.result(name), result->dump(2) + "\n"); !written) {
-    throw written.error();
-  }
+  auto result = util::value_or_throw(report::ResultWriter::read(paths.result(name)));
+  result.at("variant") = name;
+  result.at("reused_from") = source.dir.string();
+  util::value_or_throw(result.write(paths.result(name)));
 }
 
 // One run over the trials complete so far (kept as they are) and those to `launch`,
@@ -115,7 +112,7 @@ RunOutcome run_trials(const experiment::Experiment& experiment, RunOptions run, 
                       const std::vector<std::string>& launch, bool started, Display& display) {
   std::vector<std::string> names = launch;
   for (const auto& t : trials) {
-    if (t.status == "ok") {
+    if (t.status == report::VariantStatus::ok) {
       names.push_back(t.variant);
     }
   }
@@ -221,7 +218,7 @@ TuneOutcome tune_experiment(const experiment::Experiment& experiment, const Tune
     // with a configuration: nothing the search launched next would be measured either.
     if (auto first =
             std::find_if(trials.begin(), trials.end(), [&](const Trial& t) { return t.config == space.start(); });
-        first != trials.end() && first->status == "failed") {
+        first != trials.end() && first->status == report::VariantStatus::failed) {
       why = fmt::format("the start configuration {} failed, so the search stopped: {}", first->variant,
                         first->points.empty() || first->points.front().slo_missed.empty()
                             ? std::string("see its server.log")

@@ -401,7 +401,9 @@ void VariantRun::run_benchmark(const experiment::BenchmarkSpec& spec) {
   entry["failed"] = tally.failed;
   // Cut short by Ctrl-C, a benchmark keeps what it measured but is not complete:
   // --resume measures it again.
-  entry["status"] = tally.completed == 0 || died ? "failed" : tally.interrupted ? "interrupted" : "ok";
+  entry["status"] = report::status_name(tally.completed == 0 || died ? report::VariantStatus::failed
+                                        : tally.interrupted          ? report::VariantStatus::interrupted
+                                                                     : report::VariantStatus::ok);
   if (auto lengths = tally.honesty.lengths(); !lengths.empty()) {
     entry["lengths"] = std::move(lengths);
   }
@@ -461,7 +463,7 @@ void VariantRun::run_command(const experiment::BenchmarkSpec& spec, ordered& ent
   entry["stderr_tail"] = outcome.err_tail;
   close_window(window, entry, bench::LevelResult{});
   bool ok = outcome.ok();
-  entry["status"] = ok ? "ok" : "failed";
+  entry["status"] = report::status_name(ok ? report::VariantStatus::ok : report::VariantStatus::failed);
   m_result.benchmark(spec.name, std::move(entry));
   end({{"exit_code", outcome.exit_code}});
   save_progress();
@@ -475,7 +477,7 @@ void VariantRun::run_command(const experiment::BenchmarkSpec& spec, ordered& ent
 }
 
 void VariantRun::flag_ineffective_speculation() {
-  for (auto& [name, entry] : m_result.doc()["benchmarks"].items()) {
+  for (const auto& [name, entry] : m_result.doc()["benchmarks"].items()) {
     std::vector<const ordered*> holders = {&entry};
     if (entry.contains("levels")) {
       for (const auto& level : entry["levels"]) {

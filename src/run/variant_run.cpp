@@ -66,8 +66,7 @@ VariantRun::VariantRun(const VariantContext& shared, const experiment::PlannedVa
       m_result(
           {m_variant.name, m_variant.description, m_node, attempt, utc_timestamp(std::chrono::system_clock::now())}) {}
 
-// The variant's result document; `transient` says whether trying again may help.
-ordered VariantRun::run(bool& transient) {
+Attempted VariantRun::run() {
   auto started = Clock::now();
   std::optional<PhaseFailure> failure;
   try {
@@ -93,12 +92,9 @@ ordered VariantRun::run(bool& transient) {
       tail = log_tail(*m_host, m_server->files.log());
     }
     m_result.fail(failure->phase, failure->error, std::move(tail));
-    transient = failure->error.unreachable() || (failure->phase == "connect" && failure->error.timed_out());
-  } else {
-    transient = false;
   }
   m_result.finish(utc_timestamp(std::chrono::system_clock::now()), util::seconds_since(started));
-  return m_result.doc();
+  return {std::move(m_result), failure && transient(failure->phase, failure->error)};
 }
 
 bool VariantRun::stopped() const {
@@ -151,7 +147,7 @@ void VariantRun::execute() {
   cleanup_options.cancel = m_s.options.stop;
   m_claimed = true;
   auto cleanup = must(server::cleanup_before_launch(*m_host, m_config, cleanup_options, *m_reporter), "cleanup");
-  m_result.doc()["cleanup"] = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
+  m_result.at("cleanup") = {{"actions", cleanup.actions}, {"left_alone", cleanup.left_alone}};
   end({{"actions", cleanup.actions}});
   check_stop();
 
@@ -164,8 +160,8 @@ void VariantRun::execute() {
                                   {"tag", tag},
                                   {"pid", m_server->pid},
                                   {"run_dir", m_server->files.dir}});
-  m_result.doc()["tag"] = tag;
-  m_result.doc()["server"] = {{"pid", m_server->pid}, {"run_dir", m_server->files.dir}, {"url", m_server->base_url()}};
+  m_result.at("tag") = tag;
+  m_result.at("server") = {{"pid", m_server->pid}, {"run_dir", m_server->files.dir}, {"url", m_server->base_url()}};
   end({{"tag", tag}, {"pid", m_server->pid}});
 
   begin("load");
@@ -177,7 +173,7 @@ void VariantRun::execute() {
     milestones[name] = std::chrono::duration<double>(at).count();
   }
   double load_s = std::chrono::duration<double>(load.load_time).count();
-  m_result.doc()["load"] = {{"load_s", load_s}, {"milestones", milestones}};
+  m_result.at("load") = {{"load_s", load_s}, {"milestones", milestones}};
   end({{"load_s", load_s}});
   check_stop();
 
@@ -219,20 +215,17 @@ bool VariantRun::keep_measured(const experiment::BenchmarkSpec& spec) {
 // failed teardown after it loses nothing measured. It reads as interrupted until
 // the variant's final result replaces it.
 void VariantRun::save_progress() {
-  ordered progress = m_result.doc();
   std::vector<std::string> measured;
   std::vector<std::string> left;
+  const auto& measured_so_far = m_result.doc()["benchmarks"];
   for (const auto& name : m_variant.benchmarks) {
-    const auto& measured_so_far = m_result.doc()["benchmarks"];
     bool done = measured_so_far.contains(name) && measured_so_far[name].value("status", "") == "ok";
     (done ? measured : left).push_back(name);
   }
-  progress["status"] = "interrupted";
-  progress["reason"] = fmt::format("the run stopped before this variant finished (measured: {}; not measured: {})",
-                                   measured.empty() ? "none" : util::join(measured, ", "),
-                                   left.empty() ? "none" : util::join(left, ", "));
-  if (!m_s.failures.write(m_s.paths.result(m_variant.name),
-                          progress.dump(2, ' ', false, json::error_handler_t::replace) + "\n")) {
+  auto reason = fmt::format("the run stopped before this variant finished (measured: {}; not measured: {})",
+                            measured.empty() ? "none" : util::join(measured, ", "),
+                            left.empty() ? "none" : util::join(left, ", "));
+  if (!m_result.write_progress(m_s.paths.result(m_variant.name), reason, m_s.failures)) {
     throw PhaseFailure{m_phase, Error(fmt::format("cannot keep the measurement: {}", m_s.failures.first()->what()))};
   }
 }
@@ -310,11 +303,12 @@ void VariantRun::tear_down() {
   m_s.journal.record("phase_started", {{"variant", m_variant.name}, {"phase", "teardown"}});
   // A lost connection is reopened: the server must not be left holding the GPUs.
   std::optional<Error> last;
-  for (int attempt = 0; attempt <= std::max(m_s.options.retries, 1); ++attempt) {
-    if (attempt > 0) {
+  const RetryPolicy policy = retry_policy(m_s.options, 1);
+  for (int attempt = 1; attempt <= policy.attempts(); ++attempt) {
+    if (attempt > 1) {
       m_s.pool.drop(m_node);
       m_host = nullptr;
-      std::this_thread::sleep_for(std::min<util::Duration>(m_s.options.retry_backoff * attempt, k_max_backoff));
+      std::this_thread::sleep_for(policy.wait_before(attempt));
       auto host = m_s.pool.get(m_node);
       if (!host) {
         last = host.error();
@@ -324,19 +318,19 @@ void VariantRun::tear_down() {
     }
     auto report = server::teardown(*m_host, *m_server, m_config, *m_reporter);
     if (report) {
-      m_result.doc()["teardown"] = {
+      m_result.at("teardown") = {
           {"escaped", report->escaped}, {"killed", report->killed}, {"gpus_released", report->gpus_released}};
       m_s.journal.record("torn_down", {{"variant", m_variant.name}, {"tag", m_server->tag}});
       last.reset();
       break;
     }
     last = report.error();
-    if (!report.error().unreachable()) {
+    if (!transient("teardown", report.error())) {
       break;
     }
   }
   if (last) {
-    m_result.doc()["teardown"] = {{"error", last->what()}};
+    m_result.at("teardown") = {{"error", last->what()}};
     warn(fmt::format("teardown failed; the server may still run (tag {}): {}", m_server->tag, last->what()));
   }
   m_result.phase("teardown", util::seconds_since(started));
@@ -389,35 +383,31 @@ void VariantRun::warn(const std::string& text) {
   m_s.display.message(m_variant.name, Severity::warning, text);
 }
 
-ordered run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, const std::string& node,
-                    int index, int total, int attempt, bool& transient) {
+Attempted run_variant(const VariantContext& context, const experiment::PlannedVariant& planned, const std::string& node,
+                      int index, int total, int attempt) {
   auto slot = experiment::slot_of(context.experiment, node);
   if (!slot) {
-    return VariantRun(context, planned, node, index, total, attempt).run(transient);
+    return VariantRun(context, planned, node, index, total, attempt).run();
   }
   experiment::Variant variant = *planned.variant;
   variant.server = slot->server_in_slot(variant.server);
   experiment::PlannedVariant in_slot = planned;
   in_slot.variant = &variant;
   in_slot.launch = server::render_launch(variant.server, context.options.render);
-  auto result = VariantRun(context, in_slot, node, index, total, attempt).run(transient);
+  auto attempted = VariantRun(context, in_slot, node, index, total, attempt).run();
   std::vector<std::string> ids;
   for (int gpu : slot->gpus) {
     ids.push_back(std::to_string(gpu));
   }
-  result["slot"] = {{"host", slot->host},
-                    {"index", slot->index},
-                    {"of", slot->count},
-                    {"gpus", slot->gpus},
-                    {"port", variant.server.port}};
-  if (!result.contains("flags")) {
-    result["flags"] = ordered::array();
-  }
-  result["flags"].push_back(fmt::format("ran in GPU slot {} of {} on {} (GPUs {}, port {}) while other slots may have "
-                                        "run: its figures may include their interference",
-                                        slot->index, slot->count, slot->host, util::join(ids, ","),
-                                        variant.server.port));
-  return result;
+  attempted.result.at("slot") = {{"host", slot->host},
+                                 {"index", slot->index},
+                                 {"of", slot->count},
+                                 {"gpus", slot->gpus},
+                                 {"port", variant.server.port}};
+  attempted.result.flag(fmt::format("ran in GPU slot {} of {} on {} (GPUs {}, port {}) while other slots may have "
+                                    "run: its figures may include their interference",
+                                    slot->index, slot->count, slot->host, util::join(ids, ","), variant.server.port));
+  return attempted;
 }
 
 } // namespace specctl::run::detail

@@ -50,8 +50,8 @@ public:
   VariantRun(const VariantContext& shared, const experiment::PlannedVariant& planned, std::string node, int index,
              int total, int attempt);
 
-  // The variant's result document; `transient` says whether trying again may help.
-  ordered run(bool& transient);
+  // The variant's result, and whether its failure was transient.
+  Attempted run();
 
 private:
   // variant_run.cpp: the lifecycle.

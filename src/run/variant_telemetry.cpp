@@ -43,7 +43,7 @@ void VariantRun::start_telemetry() {
                  {"energy_counter", probe->energy_counter},
                  {"throttle_field", probe->throttle_field ? ordered(*probe->throttle_field) : ordered(nullptr)},
                  {"warnings", probe->warnings}};
-  m_result.doc()["telemetry"] = std::move(doc);
+  m_result.at("telemetry") = std::move(doc);
   for (const auto& warning : probe->warnings) {
     warn("GPU telemetry: " + warning);
   }
@@ -67,7 +67,7 @@ void VariantRun::load_telemetry_done() {
   // allocated last), which a load shorter than the 2 s interval would not have sampled.
   take_samples(load, true);
   if (!load.samples.empty()) {
-    m_result.doc()["telemetry"]["load"] = load_telemetry(load.samples);
+    m_result.at("telemetry")["load"] = load_telemetry(load.samples);
   }
 }
 

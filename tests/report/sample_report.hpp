@@ -24,7 +24,7 @@ inline VariantRow variant(const std::string& name, const std::string& host, int 
                           std::optional<double> accept_length) {
   VariantRow row;
   row.name = name;
-  row.status = "ok";
+  row.status = VariantStatus::ok;
   row.host = host;
   row.attempt = attempt;
   row.load_s = load_s;
@@ -145,7 +145,7 @@ inline report::Report sample_report() {
   r.baseline = "baseline";
 
   VariantRow failed = variant("eagle3-tp2", "gpu-2", 1, std::nullopt, std::nullopt);
-  failed.status = "failed";
+  failed.status = VariantStatus::failed;
   failed.reason = "server exited with code 1 before it was ready";
   failed.failed_phase = "load";
   failed.log_tail = "INFO loading weights\nERROR CUDA out of memory. Tried to allocate 2.00 GiB\nexit 1\n";

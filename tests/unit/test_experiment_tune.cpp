@@ -36,7 +36,7 @@ run::Trial trial(const experiment::Experiment& e, const tune::Config& config, co
   t.config = e.tune->space().normalize(config);
   t.variant = e.tune->trial_of(t.config);
   REQUIRE_FALSE(t.variant.empty());
-  t.status = "ok";
+  t.status = report::VariantStatus::ok;
   for (double f : figures) {
     t.points.push_back(run::TrialPoint{{f * 0.995, f, f * 1.005}, {}, std::nullopt});
   }

@@ -76,7 +76,7 @@ TEST_CASE("report: compare two runs, before and after") {
   // c64 1500 → 1530: one measurement a side gives a ratio and no verdict.
   CHECK(eagle.levels[2].change->value == doctest::Approx(1.02));
   CHECK(eagle.levels[2].verdict == Verdict::one_sample);
-  CHECK(c.variants[2].after_status == "failed");
+  CHECK(c.variants[2].after_status == report::VariantStatus::failed);
 
   auto md = report::compare_markdown(c);
   CHECK(md.find("**REGRESSED: ") != std::string::npos);
@@ -131,8 +131,8 @@ TEST_CASE("report: compare's CSV and JSON say what its model says, and a variant
     CHECK(level.verdict == Verdict::one_sample);
   }
   const auto& gone = change_of(c, "eagle3-steps4");
-  CHECK(gone.before_status == "ok");
-  CHECK(gone.after_status == "not run");
+  CHECK(gone.before_status == report::VariantStatus::ok);
+  CHECK(gone.after_status == report::VariantStatus::not_run);
   // A variant that was ok and did not run after is a regression.
   CHECK(c.regressed());
 

@@ -202,7 +202,7 @@ TEST_CASE("report html: a plot without data is a note, not an empty figure") {
   report.experiment = "empty";
   specctl::report::VariantRow variant;
   variant.name = "a";
-  variant.status = "not run";
+  variant.status = specctl::report::VariantStatus::not_run;
   variant.reason = "never started";
   report.variants.push_back(variant);
   specctl::report::LevelsTable table;

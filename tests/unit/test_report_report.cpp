@@ -41,10 +41,10 @@ TEST_CASE("report: figures of the fixture sweep, checked against hand-computed v
   CHECK(r.experiment == "sweep");
   CHECK(r.baseline == "baseline");
   REQUIRE(r.variants.size() == 5);
-  CHECK(r.variants[3].status == "failed");
+  CHECK(r.variants[3].status == report::VariantStatus::failed);
   CHECK(r.variants[3].reason.find("CUDA out of memory") != std::string::npos);
   CHECK(r.variants[3].log_tail.find("Load weight end") != std::string::npos);
-  CHECK(r.variants[4].status == "not run");
+  CHECK(r.variants[4].status == report::VariantStatus::not_run);
   CHECK_FALSE(r.passed());
 
   // eagle3 150 ± 3 against 100 ± 2, three runs each: 1.5, [1.432, 1.568] (see test_report_stats).
@@ -152,8 +152,8 @@ TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few f
   CHECK(r.repeat == "baseline-again");
   CHECK(variant(r, "baseline-again").repeat_of == "baseline");
 
-  // broken: result.json says ok, but 18 of its 20 single-stream runs failed: not
-  // measured, no speedup, no verdict, and the variant fails, saying why.
+  // broken: 18 of its 20 single-stream runs failed, so the run failed it (ResultWriter):
+  // not measured, no speedup, no verdict, and the variant's failure says why.
   const auto& broken = single_row(r, "broken");
   CHECK(broken.counts.failed == 18);
   CHECK(broken.counts.requests == 20);
@@ -161,7 +161,7 @@ TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few f
   CHECK_FALSE(broken.speedup);
   CHECK(broken.verdict == Verdict::not_measured);
   CHECK(broken.why == "18 of 20 requests failed (90%, more than 5%)");
-  CHECK(variant(r, "broken").status == "failed");
+  CHECK(variant(r, "broken").status == report::VariantStatus::failed);
   CHECK(variant(r, "broken").reason ==
         "bench single-stream: 18 of 20 requests failed (90%, more than 5%): not measured");
   CHECK_FALSE(r.passed());
@@ -171,7 +171,7 @@ TEST_CASE("report: repeated levels, the A/A noise, a failed majority and a few f
   CHECK(flaky.levels[1].counts.failed == 2);
   CHECK(flaky.levels[1].counts.requests == 48);
   CHECK(flaky.levels[1].verdict == Verdict::inconclusive);
-  CHECK(variant(r, "flaky").status == "ok");
+  CHECK(variant(r, "flaky").status == report::VariantStatus::ok);
   REQUIRE(variant(r, "flaky").flags.size() == 1);
   CHECK(variant(r, "flaky").flags[0] == "benchmark \"parallel\": 2 of 462 requests failed (0.4%)");
 

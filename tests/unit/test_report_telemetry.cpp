@@ -173,7 +173,7 @@ TEST_CASE("report telemetry: a level throttled for more than 5% of its time is f
   CHECK(eagle->telemetry->throttled == std::vector<std::string>{k_throttle_flag});
   CHECK(r.find_variant("baseline")->flags.empty());
   // A flag says what doubts the figures; the variant still passes.
-  CHECK(eagle->status == "ok");
+  CHECK(eagle->status == specctl::report::VariantStatus::ok);
 
   // Every format, beside the level's figures and among the variant's flags.
   const std::string md = report::to_markdown(r);

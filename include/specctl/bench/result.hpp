@@ -53,6 +53,8 @@ struct ChunkArrival {
 // answer of one token or none: such a request has no TPOT, so it meets no TPOT bound and
 // is left out of TPOT's statistics. (vLLM's goodput counts it as 0, meeting any bound.)
 double tpot_ms(double ttft_ms, double e2e_ms, int output_tokens);
+// What one stream sees: 1000 / TPOT tokens per second; NaN where TPOT is not positive.
+double per_user_tok_s(double tpot_ms);
 
 struct RequestRecord {
   // Position in the level's schedule, and which prompt it sent.

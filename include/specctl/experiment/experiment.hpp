@@ -242,10 +242,14 @@ struct ReportSpec {
 };
 
 // What `specctl tune` optimises at each load point (tune.objective): output tok/s,
-// one stream's tok/s (1000 / tpot_p50_ms), or goodput (requests per second that
-// completed within every per-request bound of the SLO: the level's goodput_rps).
+// one stream's tok/s (1000 / tpot_p50_ms), goodput (requests per second that
+// completed within every per-request bound of the SLO: the level's goodput_rps), or
+// tokens per joule. A new objective: this enum and the table in tune_block.cpp
+// (its name in YAML and the level metric it reads); a derived one, objective_sample.
 enum class TuneObjective { output_tok_s, per_user_tok_s, goodput, tok_per_j };
 std::string_view objective_name(TuneObjective objective);
+// The level metric (result.json's level "metrics") an objective reads.
+std::string_view objective_metric(TuneObjective objective);
 
 // A tuning file's `tune:` block. Its space is expanded into the experiment's
 // variants (every configuration a grid would launch, each an ordinary variant), so

@@ -7,6 +7,7 @@
 // measured; one sample a side gives a ratio and no verdict.
 
 #include <specctl/report/report.hpp>
+#include <specctl/report/variant_status.hpp>
 
 #include <string>
 #include <vector>
@@ -54,8 +55,8 @@ struct LevelChange {
 struct VariantChange {
   std::string variant;
   // "not run" on a side that has no such variant.
-  std::string before_status;
-  std::string after_status;
+  VariantStatus before_status = VariantStatus::not_run;
+  VariantStatus after_status = VariantStatus::not_run;
   std::vector<SingleStreamChange> single_stream;
   std::vector<LevelChange> levels;
 };

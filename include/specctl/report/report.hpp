@@ -9,6 +9,7 @@
 #include <specctl/report/results.hpp>
 #include <specctl/report/slo.hpp>
 #include <specctl/report/stats.hpp>
+#include <specctl/report/variant_status.hpp>
 
 #include <filesystem>
 #include <map>
@@ -121,9 +122,9 @@ struct VariantTelemetry {
 
 struct VariantRow {
   std::string name;
-  // ok, failed, interrupted, "not run" (no result.json) or damaged. A variant
-  // whose run was ok but with a benchmark beyond the failure share is failed.
-  std::string status;
+  // As its result.json says (the run failed a variant with a benchmark beyond
+  // the failure share when it wrote it), or not run (no result.json) or damaged.
+  VariantStatus status = VariantStatus::not_run;
   // Why it is not ok: the failure's message, or "never started".
   std::string reason;
   std::string failed_phase;

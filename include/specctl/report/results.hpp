@@ -17,6 +17,7 @@
 
 #include <specctl/bench/result.hpp>
 #include <specctl/experiment/experiment.hpp>
+#include <specctl/report/variant_status.hpp>
 
 #include <filesystem>
 #include <initializer_list>
@@ -97,5 +98,9 @@ struct Counts {
 Counts counts_of(const nlohmann::json& holder);
 // Over every level and repeat of a benchmark entry (or its runs).
 Counts benchmark_counts(const nlohmann::json& entry);
+// too_many_failed over a benchmark entry's requests: the one judgment of the
+// failure share, which fails a variant (ResultWriter), refuses a benchmark its
+// verdicts (the report) and makes --resume measure it again.
+std::optional<std::string> too_many_failed(const nlohmann::json& entry, double max_failed_pct);
 
 } // namespace specctl::report

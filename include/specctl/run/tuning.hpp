@@ -7,6 +7,7 @@
 // runs of the same server (--from) are reused, without launching a trial twice.
 
 #include <specctl/experiment/experiment.hpp>
+#include <specctl/report/variant_status.hpp>
 #include <specctl/run/runner.hpp>
 #include <specctl/tune/search.hpp>
 
@@ -36,7 +37,7 @@ struct TrialPoint {
 struct Trial {
   tune::Config config;
   std::string variant;
-  std::string status;
+  report::VariantStatus status = report::VariantStatus::failed;
   double duration_s = 0;
   std::vector<TrialPoint> points;
 };
