@@ -4,6 +4,7 @@
 
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
+#include <specctl/util/try.hpp>
 
 #include <csignal>
 #include <fmt/format.h>
@@ -319,82 +320,44 @@ std::expected<std::map<int, std::uint64_t>, Error> drop_live(remote::Host& host,
   return held;
 }
 
-std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
-                                        LiveRuns& live, util::Reporter& reporter, CleanupReport& report) {
+// cleanup.policy wait: until no process (but live runs') is left on the GPUs, at most cleanup.timeout.
+std::expected<void, Error> wait_for_apps(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
+                                         LiveRuns& live, util::Reporter& reporter, CleanupReport& report,
+                                         const std::string& described) {
   const auto& cleanup = config.cleanup;
-  auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
-  if (!probe) {
-    return std::unexpected(probe.error());
-  }
-  if (probe->exit_code != 0) {
-    reporter.warning(
-        fmt::format("{}: no nvidia-smi on PATH: GPU processes and memory are not checked", host.describe()));
+  if (options.dry_run) {
+    report.actions.push_back("would wait for " + described);
     return {};
   }
-  auto snapshot = query_gpus(host, config.gpus);
-  if (!snapshot) {
-    return std::unexpected(snapshot.error());
-  }
-  report.gpus_checked = true;
-  if (auto dropped = drop_live(host, *snapshot, live); !dropped) {
-    return std::unexpected(dropped.error());
-  }
-  const auto& apps = snapshot->apps;
-  if (apps.empty()) {
-    return {};
-  }
-  std::vector<int> pids;
-  for (const auto& app : apps) {
-    pids.push_back(app.pid);
-  }
-  auto infos = remote::process_info(host, pids);
-  if (!infos) {
-    return std::unexpected(infos.error());
-  }
-  auto info_of = [&](int pid) -> const remote::ProcessInfo* {
-    for (const auto& info : *infos) {
-      if (info.pid == pid) {
-        return &info;
-      }
-    }
-    return nullptr;
-  };
-  std::vector<std::string> described;
-  for (const auto& app : apps) {
-    described.push_back(describe_app(app));
-  }
-  if (cleanup.policy == CleanupPolicy::fail) {
-    return std::unexpected(Error(fmt::format("{}: GPUs {} are in use (cleanup policy fail): {}", host.describe(),
-                                             gpus_text(config.gpus), util::join(described, "; "))));
-  }
-  if (cleanup.policy == CleanupPolicy::wait) {
-    if (options.dry_run) {
-      report.actions.push_back("would wait for " + util::join(described, "; "));
+  reporter.info(
+      fmt::format("{}: waiting up to {} for {}", host.describe(), util::format_duration(cleanup.timeout), described));
+  auto deadline = std::chrono::steady_clock::now() + cleanup.timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    detail::sleep_for(detail::k_gpu_poll);
+    live.keep_claims(host);
+    auto again = SPECCTL_TRY(query_gpus(host, config.gpus));
+    SPECCTL_TRY(drop_live(host, again, live));
+    if (again.apps.empty()) {
       return {};
     }
-    reporter.info(fmt::format("{}: waiting up to {} for {}", host.describe(), util::format_duration(cleanup.timeout),
-                              util::join(described, "; ")));
-    auto deadline = std::chrono::steady_clock::now() + cleanup.timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      detail::sleep_for(detail::k_gpu_poll);
-      live.keep_claims(host);
-      auto again = query_gpus(host, config.gpus);
-      if (!again) {
-        return std::unexpected(again.error());
-      }
-      if (auto dropped = drop_live(host, *again, live); !dropped) {
-        return std::unexpected(dropped.error());
-      }
-      if (again->apps.empty()) {
-        return {};
-      }
-    }
-    return std::unexpected(Error(fmt::format("{}: GPU processes still running after {}: {}", host.describe(),
-                                             util::format_duration(cleanup.timeout), util::join(described, "; ")),
-                                 ErrorKind::timed_out));
   }
+  return std::unexpected(Error(fmt::format("{}: GPU processes still running after {}: {}", host.describe(),
+                                           util::format_duration(cleanup.timeout), described),
+                               ErrorKind::timed_out));
+}
 
-  // Kill what the policy names, leave everything else alone and say so.
+// cleanup.policy kill: what cleanup.allow names (with its process group, when the group's
+// leader is named too), SIGTERM, then SIGKILL after cleanup.grace; everything else is left
+// alone and said so.
+std::expected<void, Error> kill_allowed(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
+                                        util::Reporter& reporter, CleanupReport& report,
+                                        const std::vector<ComputeApp>& apps,
+                                        const std::vector<remote::ProcessInfo>& infos) {
+  const auto& cleanup = config.cleanup;
+  auto info_of = [&](int pid) -> const remote::ProcessInfo* {
+    auto it = std::find_if(infos.begin(), infos.end(), [&](const auto& info) { return info.pid == pid; });
+    return it == infos.end() ? nullptr : &*it;
+  };
   std::set<int> groups;
   std::vector<int> targets;
   for (const auto& app : apps) {
@@ -428,11 +391,7 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
   remote::signal_pids(host, targets, SIGTERM);
   auto deadline = std::chrono::steady_clock::now() + cleanup.grace;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto alive = detail::living(host, targets);
-    if (!alive) {
-      return std::unexpected(alive.error());
-    }
-    if (alive->empty()) {
+    if (SPECCTL_TRY(detail::living(host, targets)).empty()) {
       break;
     }
     detail::sleep_for(detail::k_process_poll);
@@ -452,6 +411,44 @@ std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& 
     reporter.info(fmt::format("{}: {}", host.describe(), action));
   }
   return {};
+}
+
+// The GPU processes on the server's GPUs, but live runs' servers, by cleanup.policy:
+// fail, wait, or kill what cleanup.allow names.
+std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
+                                        LiveRuns& live, util::Reporter& reporter, CleanupReport& report) {
+  const auto& cleanup = config.cleanup;
+  if (SPECCTL_TRY(host.exec("command -v nvidia-smi >/dev/null 2>&1")).exit_code != 0) {
+    reporter.warning(
+        fmt::format("{}: no nvidia-smi on PATH: GPU processes and memory are not checked", host.describe()));
+    return {};
+  }
+  auto snapshot = SPECCTL_TRY(query_gpus(host, config.gpus));
+  report.gpus_checked = true;
+  SPECCTL_TRY(drop_live(host, snapshot, live));
+  const auto& apps = snapshot.apps;
+  if (apps.empty()) {
+    return {};
+  }
+  std::vector<std::string> described;
+  for (const auto& app : apps) {
+    described.push_back(describe_app(app));
+  }
+  switch (cleanup.policy) {
+  case CleanupPolicy::fail:
+    return std::unexpected(Error(fmt::format("{}: GPUs {} are in use (cleanup policy fail): {}", host.describe(),
+                                             gpus_text(config.gpus), util::join(described, "; "))));
+  case CleanupPolicy::wait:
+    return wait_for_apps(host, config, options, live, reporter, report, util::join(described, "; "));
+  case CleanupPolicy::kill:
+    break;
+  }
+  std::vector<int> pids;
+  for (const auto& app : apps) {
+    pids.push_back(app.pid);
+  }
+  auto infos = SPECCTL_TRY(remote::process_info(host, pids));
+  return kill_allowed(host, config, options, reporter, report, apps, infos);
 }
 
 std::expected<void, Error> wait_gpu_memory(remote::Host& host, const ServerConfig& config, LiveRuns& live,
