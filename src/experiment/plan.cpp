@@ -471,7 +471,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     j["repeat_of"] = v.repeat_of ? nlohmann::ordered_json(*v.repeat_of) : nlohmann::ordered_json();
     j["matrix"] = nlohmann::ordered_json::object();
     for (const auto& [knob, value] : v.matrix_point) {
-      j["matrix"][knob] = nlohmann::ordered_json::parse(value.dump());
+      j["matrix"][knob] = nlohmann::ordered_json(value);
     }
     j["host"] = s.host;
     j["template"] = s.tmpl->name;
@@ -482,7 +482,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     j["knobs"] = nlohmann::ordered_json::object();
     for (const auto& def : s.tmpl->knobs) {
       if (auto it = s.knobs.find(def.name); it != s.knobs.end()) {
-        j["knobs"][def.name] = nlohmann::ordered_json::parse(it->second.value.dump());
+        j["knobs"][def.name] = nlohmann::ordered_json(it->second.value);
       }
     }
     j["argv"] = planned.launch.argv;

@@ -37,7 +37,7 @@ nlohmann::ordered_json json_value(const KnobDef& def, const nlohmann::json& valu
   if (def.type == KnobType::choice) {
     return rendered_choice(def, value);
   }
-  return nlohmann::ordered_json::parse(value.dump());
+  return nlohmann::ordered_json(value);
 }
 
 void set_path(nlohmann::ordered_json& root, const std::string& dotted, nlohmann::ordered_json value) {

@@ -10,6 +10,7 @@
 #include <specctl/sim/dcgmi.hpp>
 #include <specctl/sim/gpu_power.hpp>
 #include <specctl/sim/gpu_state.hpp>
+#include <specctl/sim/nvidia_smi.hpp>
 
 #include "nvidia_smi_columns.hpp"
 
@@ -208,18 +209,12 @@ int run_dcgmi(std::span<const std::string> args) {
     dmon_write(1, "Error: " + request.error() + "\n");
     return k_dmon_exit_error;
   }
-  const auto dir = resolve_gpu_dir("");
-  auto config = load_gpu_config(dir);
-  if (!config) {
-    dmon_write(2, "specsim dcgmi: " + config.error() + "\n");
+  auto sampler = GpuSampler::open();
+  if (!sampler) {
+    dmon_write(2, "specsim dcgmi: " + sampler.error() + "\n");
     return k_dmon_exit_error;
   }
-  const PowerSpec spec = power_spec(*config);
-  const auto sample = [&] {
-    SmiSnapshot snapshot{.config = *config, .apps = live_app_entries(dir)};
-    snapshot.gpus = read_gpu_power(dir, config->count, spec, snapshot.now);
-    return snapshot;
-  };
+  const auto sample = [&] { return sampler->sample(); };
   // SIGINT is waited for between blocks; SIGTERM keeps its default action (death).
   sigset_t stops;
   sigemptyset(&stops);

@@ -357,19 +357,28 @@ bool wait_for_stop(const sigset_t& stops, std::chrono::steady_clock::time_point 
 
 } // namespace
 
-int run_nvidia_smi(std::span<const std::string> args) {
-  const auto dir = resolve_gpu_dir("");
+std::expected<GpuSampler, std::string> GpuSampler::open() {
+  auto dir = resolve_gpu_dir("");
   auto config = load_gpu_config(dir);
   if (!config) {
-    write_all(2, "specsim nvidia-smi: " + config.error() + "\n");
+    return std::unexpected(config.error());
+  }
+  return GpuSampler(std::move(dir), std::move(*config));
+}
+
+SmiSnapshot GpuSampler::sample() const {
+  SmiSnapshot snapshot{.config = m_config, .apps = live_app_entries(m_dir)};
+  snapshot.gpus = read_gpu_power(m_dir, m_config.count, m_spec, snapshot.now);
+  return snapshot;
+}
+
+int run_nvidia_smi(std::span<const std::string> args) {
+  auto sampler = GpuSampler::open();
+  if (!sampler) {
+    write_all(2, "specsim nvidia-smi: " + sampler.error() + "\n");
     return k_exit_invalid_argument;
   }
-  const PowerSpec spec = power_spec(*config);
-  const auto sample = [&] {
-    SmiSnapshot snapshot{.config = *config, .apps = live_app_entries(dir)};
-    snapshot.gpus = read_gpu_power(dir, config->count, spec, snapshot.now);
-    return snapshot;
-  };
+  const auto sample = [&] { return sampler->sample(); };
   const auto request = parse(args);
   if (!request || !request->loop) {
     const auto output = render_nvidia_smi(args, sample());

@@ -4,6 +4,8 @@
 #include <specctl/sim/gpu_state.hpp>
 
 #include <chrono>
+#include <expected>
+#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +21,22 @@ struct SmiSnapshot {
   // By GPU index (read_gpu_power); a GPU beyond it reads as idle with a zero counter.
   std::vector<GpuReading> gpus{};
   std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+};
+
+// Samples the GPU state directory ($SPECSIM_GPU_DIR or the default) at the
+// instant of each call: nvidia-smi's and dcgmi's one source.
+class GpuSampler {
+public:
+  // The directory's GPU configuration, or why it cannot be read.
+  static std::expected<GpuSampler, std::string> open();
+  SmiSnapshot sample() const;
+
+private:
+  GpuSampler(std::filesystem::path dir, GpuConfig config)
+      : m_dir(std::move(dir)), m_config(std::move(config)), m_spec(power_spec(m_config)) {}
+  std::filesystem::path m_dir;
+  GpuConfig m_config;
+  PowerSpec m_spec;
 };
 
 struct SmiOutput {
