@@ -13,12 +13,6 @@ scripts/setup.sh --tests
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
 rm -f "$build_dir/ctest-junit.xml"
-# The slowest tests first (tests/costs.sh), until this build has run times of its own.
-costs="$build_dir/Testing/Temporary/CTestCostData.txt"
-if [[ ! -s "$costs" ]]; then
-  mkdir -p "$(dirname "$costs")"
-  cp tests/ctest-costs.txt "$costs"
-fi
 status=0
 # Behind a hostile home: a test that reads the user's shell start-up or writes to ~ fails the run.
 # SPECCTL_TEST_JOBS: how many tests at once (the number of cores unless set).
