@@ -165,17 +165,6 @@ private:
   const StopSignal& m_stop;
 };
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) {
-    if (!out.empty()) {
-      out += ", ";
-    }
-    out += part;
-  }
-  return out;
-}
-
 } // namespace
 
 std::expected<void, ConnectFailure> authenticate(LIBSSH2_SESSION* session, int fd, const SshTarget& target,
@@ -215,7 +204,7 @@ std::expected<void, ConnectFailure> authenticate(LIBSSH2_SESSION* session, int f
     auth.tried.push_back("no default key (~/.ssh/id_ed25519, id_ecdsa, id_rsa)");
   }
   return std::unexpected(ConnectFailure{Error(fmt::format("{}: public key authentication as \"{}\" failed; tried {}",
-                                                          where, target.user, join(auth.tried))),
+                                                          where, target.user, util::join(auth.tried, ", "))),
                                         Retry::no});
 }
 

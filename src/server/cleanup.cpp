@@ -418,7 +418,7 @@ std::expected<void, Error> kill_allowed(remote::Host& host, const ServerConfig& 
 std::expected<void, Error> apply_policy(remote::Host& host, const ServerConfig& config, const CleanupOptions& options,
                                         LiveRuns& live, util::Reporter& reporter, CleanupReport& report) {
   const auto& cleanup = config.cleanup;
-  if (SPECCTL_TRY(host.exec("command -v nvidia-smi >/dev/null 2>&1")).exit_code != 0) {
+  if (!SPECCTL_TRY(has_nvidia_smi(host))) {
     reporter.warning(
         fmt::format("{}: no nvidia-smi on PATH: GPU processes and memory are not checked", host.describe()));
     return {};

@@ -98,6 +98,14 @@ std::expected<std::vector<ComputeApp>, std::string> parse_compute_apps(std::stri
   return out;
 }
 
+std::expected<bool, Error> has_nvidia_smi(remote::Host& host) {
+  auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
+  if (!probe) {
+    return std::unexpected(probe.error());
+  }
+  return probe->exit_code == 0;
+}
+
 std::expected<GpuSnapshot, Error> query_gpus(remote::Host& host, const std::optional<std::vector<int>>& indices) {
   std::string select;
   if (indices) {

@@ -206,8 +206,7 @@ std::expected<TeardownReport, Error> teardown(remote::Host& host, const RunningS
   }
   host.exec(fmt::format("rm -f {}", util::shell_quote(server.files.pid())));
 
-  auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
-  if (!probe || probe->exit_code != 0) {
+  if (auto smi = has_nvidia_smi(host); !smi || !*smi) {
     return report;
   }
   auto deadline = Clock::now() + config.cleanup.timeout;

@@ -38,6 +38,10 @@ struct GpuSnapshot {
 std::expected<std::vector<GpuInfo>, std::string> parse_gpu_query(std::string_view csv);
 std::expected<std::vector<ComputeApp>, std::string> parse_compute_apps(std::string_view csv);
 
+// Whether the host has nvidia-smi on PATH (a machine without GPUs, or a container
+// without the driver's tools, has not: GPUs are then neither checked nor waited for).
+std::expected<bool, Error> has_nvidia_smi(remote::Host& host);
+
 // Asks nvidia-smi on the host, limited to `indices` when given (`-i 0,1`), and joins
 // processes to GPUs by uuid (the compute-apps query has no index).
 std::expected<GpuSnapshot, Error> query_gpus(remote::Host& host, const std::optional<std::vector<int>>& indices);
