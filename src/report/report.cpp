@@ -105,7 +105,7 @@ std::string unjudgeable(const json& entry, const Counts& counts, double max_fail
   if (auto why = too_many_failed(counts.requests, counts.failed, max_failed_pct)) {
     return *why;
   }
-  if (json_text(dig(entry, {"status"})) != "ok") {
+  if (status_of(entry) != VariantStatus::ok) {
     return "the benchmark did not finish";
   }
   return "";
@@ -353,7 +353,7 @@ LevelsTable levels_table(const RunData& data, const BenchmarkInfo& info, const s
 
 const json* finished_benchmark(const RunData& data, const std::string& variant, const std::string& benchmark) {
   const json* entry = detail::benchmark_entry(data, variant, benchmark);
-  return entry != nullptr && json_text(dig(*entry, {"status"})) == "ok" ? entry : nullptr;
+  return entry != nullptr && status_of(*entry) == VariantStatus::ok ? entry : nullptr;
 }
 
 CommandTable command_table(const RunData& data, const BenchmarkInfo& info, const std::vector<std::string>& variants) {

@@ -240,7 +240,7 @@ std::optional<json> resumed_result(const experiment::Experiment& experiment, con
       continue;
     }
     const auto& entry = benchmarks[bench];
-    if (entry.is_object() && entry.value("status", "") == "ok" && entry.value("spec", "") == spec->describe() &&
+    if (report::status_of(entry) == report::VariantStatus::ok && entry.value("spec", "") == spec->describe() &&
         !report::too_many_failed(json(entry), experiment.report.max_failed_pct)) {
       done[bench] = entry;
     }

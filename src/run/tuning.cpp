@@ -79,7 +79,7 @@ std::map<tune::Config, Reusable> find_reusable(const experiment::Experiment& exp
       for (const auto& bench : experiment.benchmarks) {
         const auto& kept = report::dig(result->second, {"benchmarks", bench.name});
         same =
-            same && kept.is_object() && kept.value("status", "") == "ok" && kept.value("spec", "") == bench.describe();
+            same && report::status_of(kept) == report::VariantStatus::ok && kept.value("spec", "") == bench.describe();
       }
       if (same) {
         out[match->second] = Reusable{paths.variant_dir(variant.value("name", "")), dir.string()};

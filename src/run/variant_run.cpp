@@ -219,7 +219,7 @@ void VariantRun::save_progress() {
   std::vector<std::string> left;
   const auto& measured_so_far = m_result.doc()["benchmarks"];
   for (const auto& name : m_variant.benchmarks) {
-    bool done = measured_so_far.contains(name) && measured_so_far[name].value("status", "") == "ok";
+    bool done = measured_so_far.contains(name) && report::status_of(measured_so_far[name]) == report::VariantStatus::ok;
     (done ? measured : left).push_back(name);
   }
   auto reason = fmt::format("the run stopped before this variant finished (measured: {}; not measured: {})",
