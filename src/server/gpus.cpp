@@ -3,6 +3,7 @@
 #include <specctl/util/parse.hpp>
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
+#include <specctl/util/try.hpp>
 
 #include <fmt/format.h>
 #include <sstream>
@@ -99,11 +100,7 @@ std::expected<std::vector<ComputeApp>, std::string> parse_compute_apps(std::stri
 }
 
 std::expected<bool, Error> has_nvidia_smi(remote::Host& host) {
-  auto probe = host.exec("command -v nvidia-smi >/dev/null 2>&1");
-  if (!probe) {
-    return std::unexpected(probe.error());
-  }
-  return probe->exit_code == 0;
+  return SPECCTL_TRY(host.exec("command -v nvidia-smi >/dev/null 2>&1")).exit_code == 0;
 }
 
 std::expected<GpuSnapshot, Error> query_gpus(remote::Host& host, const std::optional<std::vector<int>>& indices) {

@@ -3,6 +3,7 @@
 #include "nvidia_smi_columns.hpp"
 
 #include <fmt/format.h>
+#include <specctl/util/try.hpp>
 
 #include <signal.h>
 #include <unistd.h>
@@ -359,11 +360,7 @@ bool wait_for_stop(const sigset_t& stops, std::chrono::steady_clock::time_point 
 
 std::expected<GpuSampler, std::string> GpuSampler::open() {
   auto dir = resolve_gpu_dir("");
-  auto config = load_gpu_config(dir);
-  if (!config) {
-    return std::unexpected(config.error());
-  }
-  return GpuSampler(std::move(dir), std::move(*config));
+  return GpuSampler(dir, SPECCTL_TRY(load_gpu_config(dir)));
 }
 
 SmiSnapshot GpuSampler::sample() const {
