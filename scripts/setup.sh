@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what specctl needs from Debian 12's archive, and nothing when it is all there.
 #   scripts/setup.sh           build tools and libraries
-#   scripts/setup.sh --tests   also what the tests use (openssh-server for the SSH suites)
+#   scripts/setup.sh --tests   also what the tests use (openssh-server for the SSH suites), and the
+#                              Debian 11 and 12 roots the old-node tests reach (scripts/test-roots.sh)
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,8 @@ packages=(
   doctest-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(openssh-server openssh-client procps curl strace slurmctld slurmd slurm-client munge chromium fonts-dejavu-core)
+  packages+=(openssh-server openssh-client procps curl strace slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
+    debootstrap patchelf)
 fi
 
 missing=()
@@ -21,14 +23,15 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    sudo="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then
-  sudo="sudo"
+if [[ "${1:-}" == "--tests" ]]; then
+  "$(dirname "$0")/test-roots.sh"
 fi
-echo "setup: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -147,7 +147,7 @@ BenchClient::Where BenchClient::where_for(const experiment::BenchmarkSpec& spec)
   if (found.fresh) {
     m_s.journal("bench_client_ready", {{"host", m_s.node}, {"binary", found.binary}, {"why", found.why}});
   }
-  return {true, found.binary, found.why};
+  return {true, found.binary, found.why, found.command};
 }
 
 json BenchClient::describe(const experiment::BenchmarkSpec& spec) {
@@ -259,7 +259,7 @@ Result BenchClient::run_mode(const experiment::BenchmarkSpec& spec, const Option
     });
   }
   job.mode = mode.job_mode;
-  auto result = run_job(spec, where.binary, std::move(job), options.common, watch, window);
+  auto result = run_job(spec, where.command, std::move(job), options.common, watch, window);
   return mode.from_wire(result.at(mode.key));
 }
 
@@ -294,7 +294,7 @@ bench::RateResult BenchClient::rate(const experiment::BenchmarkSpec& spec, const
   return run_mode(spec, options, label, std::move(job), watch, window, k_rate);
 }
 
-json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::string& binary, BenchJob job,
+json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::vector<std::string>& command, BenchJob job,
                           const bench::RunOptions& common, ServerWatch& watch, const WindowFn& window) {
   remote::Host& host = *m_s.host;
   const std::string dir = fmt::format("{}/bench-{}-{}", m_s.server_files.dir, ++m_jobs, spec.name);
@@ -325,13 +325,18 @@ json BenchClient::run_job(const experiment::BenchmarkSpec& spec, const std::stri
                 written.error().kind());
   }
   const std::string tag = m_s.server_tag + "-bench";
-  auto pid = remote::start_detached(host, {{binary, "bench-job", job_file}, {}, dir, tag});
+  std::vector<std::string> argv = command;
+  argv.insert(argv.end(), {"bench-job", job_file});
+  auto pid = remote::start_detached(host, {std::move(argv), {}, dir, tag});
   if (!pid) {
     throw Error(fmt::format("cannot start the benchmark on {}: {}", host.describe(), pid.error().what()),
                 pid.error().kind());
   }
-  m_s.journal("bench_job_started",
-              {{"variant", m_s.variant}, {"benchmark", spec.name}, {"dir", dir}, {"pid", *pid}, {"binary", binary}});
+  m_s.journal("bench_job_started", {{"variant", m_s.variant},
+                                    {"benchmark", spec.name},
+                                    {"dir", dir},
+                                    {"pid", *pid},
+                                    {"command", util::join(command, " ")}});
 
   const auto started = Clock::now();
   const auto give_up = (common.deadline ? *common.deadline : started + k_no_deadline) + k_job_grace;

@@ -35,25 +35,33 @@ struct ClientWindow {
 };
 using WindowFn = std::function<void(const ClientWindow&)>;
 
-// Why a host cannot run this specctl binary, or nullopt when it can: its
-// machine (`uname -m`) and glibc (`getconf GNU_LIBC_VERSION`, "glibc 2.36")
-// against this build's.
-std::optional<std::string> host_incompatibility(std::string_view local_machine, std::string_view host_machine,
-                                                std::string_view build_glibc, std::string_view host_glibc);
+// Why a host cannot run this specctl's bundle (self_bundle.cpp), or nullopt when
+// it can: its machine (`uname -m`) against this build's. The bundle brings its own
+// C library, so the host's glibc, or its having none, does not matter.
+std::optional<std::string> host_incompatibility(std::string_view local_machine, std::string_view host_machine);
 
-// The machine and glibc this binary was built for ("x86_64", "2.36").
+// The machine this binary was built for ("x86_64").
 std::string build_machine();
-std::string build_glibc();
+
+// This specctl, its shared libraries and its dynamic loader as one tar archive:
+// specctl, ld.so and lib/ (self_bundle.cpp).
+inline constexpr const char* k_bundle_loader = "ld.so";
+inline constexpr const char* k_bundle_libraries = "lib";
+std::expected<std::string, Error> self_bundle();
+// The command that runs the bundle unpacked in `dir`: its loader, given its libraries.
+std::vector<std::string> bundle_command(const std::string& dir);
 
 // This specctl on a host (host_binary.cpp), for `specctl bench-job` there: the
-// one on its PATH when it is this version, else a copy uploaded into the state
-// folder. Looked for once per node and state folder in a run (a host's slots
-// share it); never throws.
+// one on its PATH when it is this version, else this one's bundle, uploaded into
+// the state folder and unpacked. Looked for once per node and state folder in a
+// run (a host's slots share it); never throws.
 struct HostBinary {
   bool ok = false;
-  std::string binary; // what to run; empty unless ok
-  std::string why;    // how it was found, or why none runs there
-  bool fresh = false; // this call looked; an earlier one did not
+  // (Braces: GCC 12's -Wmissing-field-initializers spares designated initializers then.)
+  std::string binary{};               // the specctl it runs, to report; empty unless ok
+  std::vector<std::string> command{}; // the words that run it; empty unless ok
+  std::string why{};                  // how it was found, or why none runs there
+  bool fresh = false;                 // this call looked; an earlier one did not
 };
 HostBinary host_binary(remote::Host& host, const std::string& node, const std::string& state_dir);
 
@@ -114,6 +122,7 @@ private:
     bool on_host = false;
     std::string binary;
     std::string why;
+    std::vector<std::string> command{};
   };
   Where where_for(const experiment::BenchmarkSpec& spec);
   bool tunnelled() const;
@@ -124,7 +133,7 @@ private:
   template <typename Result, typename Options>
   Result run_mode(const experiment::BenchmarkSpec& spec, const Options& options, const std::string& label, BenchJob job,
                   ServerWatch& watch, const WindowFn& window, const ModeCalls<Result, Options>& mode);
-  nlohmann::json run_job(const experiment::BenchmarkSpec& spec, const std::string& binary, BenchJob job,
+  nlohmann::json run_job(const experiment::BenchmarkSpec& spec, const std::vector<std::string>& command, BenchJob job,
                          const bench::RunOptions& common, ServerWatch& watch, const WindowFn& window);
   // Runs `measure` here; again once when the control connection was in
   // trouble during it. `label` names the level in messages.

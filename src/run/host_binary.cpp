@@ -1,6 +1,6 @@
 // This specctl on a benchmark host, for `specctl bench-job` there: found on
-// the host's PATH, or uploaded into the state folder once per run when the host
-// can run this build (same machine, glibc as new).
+// the host's PATH, or its bundle (self_bundle.cpp) uploaded into the state folder
+// once per version and content, and unpacked there with the host's `tar`.
 
 #include "bench_client.hpp"
 
@@ -8,15 +8,14 @@
 #include <specctl/util/shell.hpp>
 #include <specctl/util/text.hpp>
 
-#include <charconv>
+#include <chrono>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 
-#include <gnu/libc-version.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 namespace specctl::run::detail {
 
@@ -30,108 +29,86 @@ std::string version_line() {
   return std::string("specctl ") + SPECCTL_VERSION;
 }
 
-// "glibc 2.36" or "2.36" as (2, 36); nullopt for anything else.
-std::optional<std::pair<int, int>> glibc_of(std::string_view text) {
-  auto words = std::string(util::trim(std::string(text)));
-  auto space = words.rfind(' ');
-  std::string_view version =
-      space == std::string::npos ? std::string_view(words) : std::string_view(words).substr(space + 1);
-  auto dot = version.find('.');
-  if (dot == std::string_view::npos) {
-    return std::nullopt;
-  }
-  int major = 0;
-  int minor = 0;
-  auto [end1, ec1] = std::from_chars(version.data(), version.data() + dot, major);
-  auto [end2, ec2] = std::from_chars(version.data() + dot + 1, version.data() + version.size(), minor);
-  if (ec1 != std::errc() || ec2 != std::errc() || end1 != version.data() + dot) {
-    return std::nullopt;
-  }
-  return std::pair{major, minor};
-}
-
 std::mutex g_mutex;
 // By node and state folder: what was found or uploaded there in this run.
 std::map<std::string, HostBinary> g_found;
 
-std::expected<std::string, Error> read_own_binary() {
-  std::ifstream in("/proc/self/exe", std::ios::binary);
-  if (!in) {
-    return std::unexpected(Error("cannot read this specctl's own binary (/proc/self/exe)"));
+// The command that runs the bundle in `dir` and what it printed for --version,
+// as one shell line that prints nothing when the bundle is not there.
+std::string version_check(const std::string& dir) {
+  auto words = bundle_command(dir);
+  words.push_back("--version");
+  std::vector<std::string> quoted;
+  for (const auto& word : words) {
+    quoted.push_back(util::shell_quote(word));
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return fmt::format("test -x {} && {} 2>&1 | head -n 1", util::shell_quote(dir + "/specctl"), util::join(quoted, " "));
 }
 
 // Finds or puts a specctl that runs on the host; never throws.
 HostBinary provision(remote::Host& host, const std::string& state_dir) {
-  auto probe = host.exec("v=$(specctl --version 2>/dev/null | head -n 1); printf '%s\\n' \"$v\"; uname -m; "
-                         "getconf GNU_LIBC_VERSION 2>/dev/null; true",
+  auto probe = host.exec("v=$(specctl --version 2>/dev/null | head -n 1); printf '%s\\n' \"$v\"; uname -m; true",
                          k_probe_timeout);
   if (!probe || probe->exit_code != 0) {
-    return {false, "",
-            fmt::format("could not ask {} what it runs: {}", host.describe(),
-                        probe ? util::first_line(probe->err) : probe.error().what())};
+    return {.why = fmt::format("could not ask {} what it runs: {}", host.describe(),
+                               probe ? util::first_line(probe->err) : probe.error().what())};
   }
   std::istringstream lines(probe->out);
   std::string on_path;
   std::string machine;
-  std::string glibc;
   std::getline(lines, on_path);
   std::getline(lines, machine);
-  std::getline(lines, glibc);
   if (util::trim(on_path) == version_line()) {
-    return {true, "specctl", fmt::format("{} on the host's PATH", version_line())};
+    return {.ok = true,
+            .binary = "specctl",
+            .command = {"specctl"},
+            .why = fmt::format("{} on the host's PATH", version_line())};
   }
-  if (auto why = host_incompatibility(build_machine(), util::trim(machine), build_glibc(), util::trim(glibc))) {
-    return {false, "", *why};
+  if (auto why = host_incompatibility(build_machine(), util::trim(machine))) {
+    return {.why = *why};
   }
-  auto bytes = read_own_binary();
-  if (!bytes) {
-    return {false, "", bytes.error().what()};
+  auto bundle = self_bundle();
+  if (!bundle) {
+    return {.why = bundle.error().what()};
   }
   const std::string name =
-      fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*bytes).substr(0, k_hash_chars));
-  const std::string path = state_dir + "/bin/" + name;
-  auto there = host.exec(fmt::format("wc -c < {} 2>/dev/null || true", util::shell_quote(path)), k_probe_timeout);
-  bool present = there && there->exit_code == 0 && util::trim(there->out) == std::to_string(bytes->size());
+      fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*bundle).substr(0, k_hash_chars));
+  const std::string dir = state_dir + "/bin/" + name;
+  auto there = host.exec(version_check(dir), k_probe_timeout);
   std::string how = "found from an earlier run";
-  if (!present) {
-    if (auto written = host.write_file(path, *bytes); !written) {
-      return {false, "", fmt::format("cannot upload specctl: {}", written.error().what())};
+  if (!there || util::first_line(there->out) != version_line()) {
+    // A name of this upload's own, so that runs sharing the state folder never
+    // write one file; the first to finish unpacking gives the folder its name.
+    const std::string upload =
+        fmt::format("{}.part-{}-{}", dir, ::getpid(), std::chrono::steady_clock::now().time_since_epoch().count());
+    if (auto written = host.write_file(upload + ".tar", *bundle); !written) {
+      return {.why = fmt::format("cannot upload specctl: {}", written.error().what())};
     }
-    how = "uploaded";
+    const std::string unpack = fmt::format(
+        "mkdir -p {0} && tar -xf {1} -C {0} && rm -f {1} && {{ test -d {2} || mv -T {0} {2}; }}; rm -rf {0} {1}; {3}",
+        util::shell_quote(upload), util::shell_quote(upload + ".tar"), util::shell_quote(dir), version_check(dir));
+    there = host.exec(unpack, k_probe_timeout);
+    how = fmt::format("uploaded, {} MiB", bundle->size() >> 20);
   }
-  auto check = host.exec(fmt::format("chmod 755 {0} && {0} --version", util::shell_quote(path)), k_probe_timeout);
-  if (!check || check->exit_code != 0 || util::first_line(check->out) != version_line()) {
-    std::string said = !check ? check.error().what() : util::first_line(check->err.empty() ? check->out : check->err);
-    return {false, "",
-            fmt::format("the copy of specctl at {} does not run on {}: {}", path, host.describe(),
-                        said.empty() ? "no output" : said)};
+  if (!there || util::first_line(there->out) != version_line()) {
+    std::string said = !there ? there.error().what() : util::first_line(there->err.empty() ? there->out : there->err);
+    return {.why = fmt::format("the copy of specctl at {} does not run on {}: {}", dir, host.describe(),
+                               said.empty() ? "no output" : said)};
   }
-  return {true, path, fmt::format("a copy of this specctl ({}, {})", name, how)};
+  return {.ok = true,
+          .binary = dir + "/specctl",
+          .command = bundle_command(dir),
+          .why = fmt::format("this specctl with its own libraries and loader ({}, {})", name, how)};
 }
 
 } // namespace
 
-std::optional<std::string> host_incompatibility(std::string_view local_machine, std::string_view host_machine,
-                                                std::string_view build_glibc, std::string_view host_glibc) {
+std::optional<std::string> host_incompatibility(std::string_view local_machine, std::string_view host_machine) {
   if (host_machine.empty()) {
     return "the host did not say its machine (uname -m)";
   }
   if (host_machine != local_machine) {
     return fmt::format("the host is {} and this specctl is built for {}", host_machine, local_machine);
-  }
-  auto have = glibc_of(host_glibc);
-  auto need = glibc_of(build_glibc);
-  if (!have) {
-    return fmt::format("the host has no GNU libc this specctl can use (getconf GNU_LIBC_VERSION said \"{}\")",
-                       host_glibc);
-  }
-  if (need && *have < *need) {
-    return fmt::format("the host has glibc {}.{} and this specctl needs {}.{} or later", have->first, have->second,
-                       need->first, need->second);
   }
   return std::nullopt;
 }
@@ -142,10 +119,6 @@ std::string build_machine() {
     return "unknown";
   }
   return names.machine;
-}
-
-std::string build_glibc() {
-  return fmt::format("{}.{}", __GLIBC__, __GLIBC_MINOR__);
 }
 
 HostBinary host_binary(remote::Host& host, const std::string& node, const std::string& state_dir) {

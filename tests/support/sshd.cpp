@@ -101,6 +101,11 @@ std::expected<std::unique_ptr<TestSshd>, std::string> TestSshd::start(SshdOption
       return std::unexpected("netns \"" + options.netns + "\": not a namespace name, or no ip program to enter it");
     }
   }
+  if (!options.chroot.empty() &&
+      (options.chroot.front() != '/' || options.chroot.find_first_of(" \"\n") != std::string::npos ||
+       !std::filesystem::exists(options.chroot + "/bin/sh", ec))) {
+    return std::unexpected("chroot \"" + options.chroot + "\": not an absolute root folder with /bin/sh");
+  }
   for (const auto& entry : options.session_env) {
     // sshd_config has no escape for these; a value holding one would change the config.
     if (entry.find('=') == std::string::npos || entry.find_first_of("\"\n") != std::string::npos) {
@@ -193,8 +198,19 @@ void TestSshd::stop() {
   m_pid = -1;
 }
 
+std::string TestSshd::inside(const std::filesystem::path& path) const {
+  if (m_options.chroot.empty()) {
+    return path.string();
+  }
+  const std::string text = path.string();
+  return text.starts_with(m_options.chroot + "/") ? text.substr(m_options.chroot.size()) : text;
+}
+
 std::expected<void, std::string> TestSshd::prepare() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "specctl-sshd-XXXXXX").string();
+  // In a chroot, the folder is in the root's /tmp, where sessions see it.
+  const auto parent = m_options.chroot.empty() ? std::filesystem::temp_directory_path()
+                                               : std::filesystem::path(m_options.chroot) / "tmp";
+  std::string pattern = (parent / "specctl-sshd-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     return std::unexpected(std::string("mkdtemp failed: ") + std::strerror(errno));
   }
@@ -230,7 +246,10 @@ std::expected<void, std::string> TestSshd::launch(int port) {
   // real user's ~/.bashrc (pyenv, conda: seconds each, or a stale lock's 60 s) and nothing
   // run over it writes to the real home (tests/hostile-home.sh checks both). sshd still
   // starts sessions in the passwd entry's home; later entries of SetEnv win.
-  text << "SetEnv \"HOME=" << session_home().string() << "\"";
+  if (!m_options.chroot.empty()) {
+    text << "ChrootDirectory " << m_options.chroot << "\n";
+  }
+  text << "SetEnv \"HOME=" << inside(session_home()) << "\"";
   for (const auto& entry : m_options.session_env) {
     text << " \"" << entry << "\"";
   }
@@ -241,6 +260,13 @@ std::expected<void, std::string> TestSshd::launch(int port) {
   if (!m_options.netns.empty()) {
     // `ip netns exec` joins the namespace and execs sshd in place: m_pid is sshd's.
     argv.insert(argv.begin(), {ip_program(), "netns", "exec", m_options.netns});
+  }
+  if (!m_options.chroot.empty()) {
+    // The root's /proc (ps, ss and liveness read it), mounted in a namespace of sshd's
+    // own that ends with it. The only shell here: its paths come as arguments.
+    argv.insert(argv.begin(),
+                {"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                 "root=$1; shift; mount -t proc proc \"$root/proc\" && exec \"$@\"", "sh", m_options.chroot});
   }
   m_pid = spawn(argv, m_dir / "sshd.log");
   if (m_pid <= 0) {

@@ -17,7 +17,7 @@
 // authorized_keys, a known_hosts that trusts the host key, sshd_config and
 // sshd's log. The destructor kills sshd and every process under it and removes
 // the directory, also when a test fails. No shell is involved in starting
-// anything; every wait has a deadline.
+// anything but a chroot's /proc mount; every wait has a deadline.
 
 #include "files.hpp"
 #include "net.hpp"
@@ -64,6 +64,12 @@ struct SshdOptions {
   // jump_topology.hpp builds such namespaces. (The braces spare callers that
   // designate the other fields GCC 12's -Wmissing-field-initializers.)
   std::string netns{};
+  // A root folder every session runs in (sshd_config ChrootDirectory): another
+  // system's files, as a debootstrap root gives them (old_root.hpp). sshd runs in a
+  // mount namespace of its own with /proc mounted in the root, so nothing is left
+  // mounted after it. dir(), and so session_home(), then lie inside the root:
+  // inside() is their path as a session sees it. Empty: no chroot.
+  std::string chroot{};
 };
 
 // The iproute2 `ip` program (/usr/sbin/ip, /sbin/ip, or ip in PATH); empty when there is none.
@@ -108,6 +114,8 @@ public:
   // What sshd wrote with -e, to show when a test fails.
   std::string log() const { return read_file(m_dir / "sshd.log"); }
   pid_t pid() const { return m_pid; }
+  // `path` as the sessions see it: without the chroot folder in front (itself when there is none).
+  std::string inside(const std::filesystem::path& path) const;
 
   // A target that reaches this server as the current user with the test key,
   // strict host key checking, and short timeouts and backoff.
