@@ -256,6 +256,20 @@ void Connection::mark_failed(std::string why) {
   ::shutdown(m_socket.get(), SHUT_RDWR);
 }
 
+namespace {
+
+// libssh2 1.11.1 (Debian 13) deprecated callback_set, which takes the function as a void*,
+// for callback_set2, which takes a function pointer; 1.10 (Debian 12) has only the first.
+template <typename Fn> void set_callback(LIBSSH2_SESSION* session, int type, Fn* callback) {
+#if LIBSSH2_VERSION_NUM >= 0x010b01
+  libssh2_session_callback_set2(session, type, reinterpret_cast<libssh2_cb_generic*>(callback));
+#else
+  libssh2_session_callback_set(session, type, reinterpret_cast<void*>(callback));
+#endif
+}
+
+} // namespace
+
 std::expected<Connection, ConnectFailure> establish(const SshTarget& target, Route& route, const StopSignal& stop) {
   ensure_libssh2_initialized();
   auto deadline = Clock::now() + target.connect_timeout;
@@ -272,8 +286,8 @@ std::expected<Connection, ConnectFailure> establish(const SshTarget& target, Rou
     return std::unexpected(
         ConnectFailure{Error(fmt::format("{}: libssh2 could not create a session", target.describe()))});
   }
-  libssh2_session_callback_set(session.get(), LIBSSH2_CALLBACK_SEND, reinterpret_cast<void*>(&send_callback));
-  libssh2_session_callback_set(session.get(), LIBSSH2_CALLBACK_RECV, reinterpret_cast<void*>(&recv_callback));
+  set_callback(session.get(), LIBSSH2_CALLBACK_SEND, &send_callback);
+  set_callback(session.get(), LIBSSH2_CALLBACK_RECV, &recv_callback);
   libssh2_session_set_blocking(session.get(), 0);
   auto methods = preferred_host_key_methods(target);
   libssh2_session_method_pref(session.get(), LIBSSH2_METHOD_HOSTKEY, methods.c_str());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace fs = std::filesystem;
 namespace report = specctl::report;
@@ -35,13 +36,13 @@ fs::path scaled_copy(const specctl::test::TempDir& dir, const std::string& fixtu
   return dir / "after";
 }
 
-const report::VariantChange& change_of(const report::Comparison& c, const std::string& variant) {
+const report::VariantChange& change_of(const report::Comparison& c, std::string_view variant) {
   for (const auto& v : c.variants) {
     if (v.variant == variant) {
       return v;
     }
   }
-  throw std::runtime_error("no variant " + variant);
+  throw std::runtime_error("no variant " + std::string(variant));
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 namespace fs = std::filesystem;
 namespace report = specctl::report;
@@ -25,13 +26,13 @@ const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "
 // The expected outputs; SPECCTL_UPDATE_GOLDEN=1 rewrites them (then read the diff before committing it).
 const fs::path k_golden = k_data / "golden";
 
-const report::SingleStreamRow& single_row(const report::Report& r, const std::string& variant) {
+const report::SingleStreamRow& single_row(const report::Report& r, std::string_view variant) {
   for (const auto& row : r.single_stream.at(0).rows) {
     if (row.variant == variant) {
       return row;
     }
   }
-  throw std::runtime_error("no row " + variant);
+  throw std::runtime_error("no row " + std::string(variant));
 }
 
 } // namespace
@@ -136,7 +137,7 @@ const report::LevelsRow& levels_row(const report::Report& r, const std::string& 
       return row;
     }
   }
-  throw std::runtime_error("no row " + variant);
+  throw std::runtime_error("no row " + std::string(variant));
 }
 
 const report::VariantRow& variant(const report::Report& r, const std::string& name) {
@@ -313,12 +314,12 @@ const report::CategoryRow& category_row(const report::CategoryTable& t, const st
       return row;
     }
   }
-  throw std::runtime_error("no row " + variant);
+  throw std::runtime_error("no row " + std::string(variant));
 }
 
 // The text of one "## " section of report.md, up to the next one.
 std::string md_section(const std::string& md, const std::string& heading) {
-  auto start = md.find("## " + heading + "\n");
+  auto start = md.find(fmt::format("## {}\n", heading));
   if (start == std::string::npos) {
     return "";
   }

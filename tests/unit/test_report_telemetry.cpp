@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace fs = std::filesystem;
 namespace report = specctl::report;
@@ -38,13 +39,13 @@ report::Report telemetry_report() {
   return report::build_report(report::read_run(k_data / "telemetry"));
 }
 
-template <typename Row> const Row& row_of(const std::vector<Row>& rows, const std::string& variant) {
+template <typename Row> const Row& row_of(const std::vector<Row>& rows, std::string_view variant) {
   for (const auto& row : rows) {
     if (row.variant == variant) {
       return row;
     }
   }
-  throw std::runtime_error("no row " + variant);
+  throw std::runtime_error("no row " + std::string(variant));
 }
 
 // The lines of `text` that contain `needle`.
