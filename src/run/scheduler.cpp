@@ -204,7 +204,8 @@ private:
       m_queue.push_front(std::move(item));
     } else {
       m_finished(result);
-      if (status != report::VariantStatus::ok && m_c.options.fail_fast) {
+      // Read again: the finished result may be failed by its share of failed requests.
+      if (result.status() != report::VariantStatus::ok && m_c.options.fail_fast) {
         m_c.display.message(name, Severity::error, "stopping the sweep: --fail-fast");
         m_stopping = true;
       }

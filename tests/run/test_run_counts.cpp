@@ -95,3 +95,18 @@ TEST_CASE(
   CHECK((*finished)["failed"] == 1);
   CHECK((*finished)["interrupted"] == false);
 }
+
+TEST_CASE("--fail-fast stops the sweep after a variant its failed requests failed") {
+  Sweep sweep;
+  // As above: 2 of flaky's 4 measured requests fail, which fails it when its result is written.
+  sweep.write(R"(  - name: flaky
+    knobs: {sim_fault: ["http-500:0.5"]}
+  - name: never)",
+              "  - {name: single, kind: single_stream, runs: 4, max_tokens: 4}", "0.2s", 20);
+  auto code = sweep.run({"--out", sweep.out().string(), "--fail-fast"});
+  INFO(sweep.output());
+  CHECK(code == 1);
+  CHECK(read_json(sweep.out() / "variants/flaky/result.json")["status"] == "failed");
+  CHECK_FALSE(std::filesystem::exists(sweep.out() / "variants/never/result.json"));
+  CHECK_FALSE(journal_has(sweep.out(), "variant_started", "never"));
+}
