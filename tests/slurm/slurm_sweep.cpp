@@ -80,7 +80,7 @@ bool SlurmSweep::start() {
   try {
     m_cluster = std::make_unique<SlurmCluster>(m_dir.path() / "cluster");
   } catch (const std::exception& e) {
-    FAIL("the Slurm test cluster did not start: " << e.what());
+    FAIL("the Slurm test cluster did not start: " << std::string(e.what()));
   }
   for (const auto& node : m_cluster->node_names()) {
     std::filesystem::create_directories(gpu_dir(node));

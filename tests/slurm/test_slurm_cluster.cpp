@@ -61,7 +61,7 @@ std::unique_ptr<SlurmCluster> start_cluster(const TempDir& dir) {
     MESSAGE("cluster idle after " << seconds_since(start) << " s");
     return cluster;
   } catch (const std::runtime_error& error) {
-    FAIL("the Slurm test cluster did not start: " << error.what());
+    FAIL("the Slurm test cluster did not start: " << std::string(error.what()));
   }
   return nullptr;
 }

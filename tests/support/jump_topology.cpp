@@ -122,14 +122,6 @@ std::optional<std::string> probe_namespaces() {
   return std::nullopt;
 }
 
-std::size_t count_of(const std::string& text, std::string_view needle) {
-  std::size_t count = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) {
-    ++count;
-  }
-  return count;
-}
-
 std::string quoted(const std::filesystem::path& path) {
   return "\"" + path.string() + "\"";
 }
@@ -381,7 +373,11 @@ std::expected<void, std::string> JumpTopology::change_host_key(Hop hop) {
   if (hop != Hop::bastion && sshd == nullptr) {
     return std::unexpected("change_host_key: no " + std::string(hop_name(hop)) + " in a one-hop topology");
   }
-  const auto key = sshd != nullptr ? sshd->host_key() : m_dir / "host_key";
+  if (sshd != nullptr) {
+    return sshd->change_host_key();
+  }
+  // Every bastion connection execs a fresh sshd -i, which reads the new key.
+  const auto key = m_dir / "host_key";
   const auto next = key.parent_path() / "host_key.next";
   std::error_code ec;
   std::filesystem::remove(next, ec);
@@ -395,27 +391,6 @@ std::expected<void, std::string> JumpTopology::change_host_key(Hop hop) {
   }
   if (ec) {
     return std::unexpected("change_host_key: cannot replace " + key.string() + ": " + ec.message());
-  }
-  if (sshd == nullptr) {
-    // Every bastion connection execs a fresh sshd -i, which reads the new key.
-    return {};
-  }
-  // A listening sshd holds its keys; on SIGHUP it re-execs itself (same pid) and reads them again.
-  constexpr std::string_view listening = "Server listening on";
-  const auto before = count_of(sshd->log(), listening);
-  if (::kill(sshd->pid(), SIGHUP) != 0) {
-    return std::unexpected("change_host_key: SIGHUP to the " + std::string(hop_name(hop)) +
-                           " sshd failed: " + std::strerror(errno));
-  }
-  const auto ns = netns(hop);
-  const auto address = this->address(hop);
-  const int port = this->port(hop);
-  bool back =
-      wait_until([&] { return count_of(sshd->log(), listening) > before && port_accepts_in_netns(ns, port, address); },
-                 k_jump_settle_timeout);
-  if (!back) {
-    return std::unexpected("change_host_key: the " + std::string(hop_name(hop)) +
-                           " sshd did not listen again within 15s after SIGHUP: " + sshd->log());
   }
   return {};
 }

@@ -39,7 +39,7 @@ inline std::unique_ptr<remote::SshHost> require_host(const remote::SshTarget& ta
   auto host = remote::connect_ssh(target);
   if (!host) {
     MESSAGE("sshd log:\n" << sshd.log());
-    FAIL("connect_ssh failed: " << host.error().what());
+    FAIL("connect_ssh failed: " << std::string(host.error().what()));
   }
   return std::move(*host);
 }
@@ -69,7 +69,7 @@ inline std::unique_ptr<remote::Host> require_openssh(const remote::OpenSshTarget
   auto host = remote::connect_openssh(target);
   if (!host) {
     MESSAGE("sshd log:\n" << sshd.log());
-    FAIL("connect_openssh failed: " << host.error().what());
+    FAIL("connect_openssh failed: " << std::string(host.error().what()));
   }
   return std::move(*host);
 }

@@ -170,11 +170,53 @@ std::vector<pid_t> TestSshd::session_pids() const {
     return pids;
   }
   for (pid_t pid : descendants(m_pid)) {
-    if (comm_of(pid) == "sshd") {
+    // OpenSSH 9.8 and later (Debian 13) name them sshd-session and sshd-auth.
+    if (comm_of(pid).starts_with("sshd")) {
       pids.push_back(pid);
     }
   }
   return pids;
+}
+
+std::expected<void, std::string> TestSshd::change_host_key() {
+  const auto next = m_dir / "host_key.next";
+  std::error_code ec;
+  std::filesystem::remove(next, ec);
+  std::filesystem::remove(next.string() + ".pub", ec);
+  if (auto made = generate_key(next); !made) {
+    return made;
+  }
+  std::filesystem::rename(next.string() + ".pub", host_key().string() + ".pub", ec);
+  if (!ec) {
+    std::filesystem::rename(next, host_key(), ec);
+  }
+  if (ec) {
+    return std::unexpected("change_host_key: cannot replace " + host_key().string() + ": " + ec.message());
+  }
+  constexpr std::string_view listening = "Server listening on";
+  const auto listened = [&] {
+    const std::string text = log();
+    std::size_t count = 0;
+    for (auto at = text.find(listening); at != std::string::npos; at = text.find(listening, at + listening.size())) {
+      ++count;
+    }
+    return count;
+  };
+  const auto before = listened();
+  if (::kill(m_pid, SIGHUP) != 0) {
+    return std::unexpected(std::string("change_host_key: SIGHUP to sshd failed: ") + std::strerror(errno));
+  }
+  const bool back = wait_until(
+      [&] {
+        return listened() > before &&
+               (m_options.netns.empty() ? port_accepts(m_port, address())
+                                        : port_accepts_in_netns(m_options.netns, m_port, address()));
+      },
+      k_sshd_start_timeout);
+  if (!back) {
+    return std::unexpected("change_host_key: sshd did not listen again within 15s after SIGHUP: " + log());
+  }
+  return {};
 }
 
 std::size_t TestSshd::kill_sessions() {

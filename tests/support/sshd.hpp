@@ -124,6 +124,12 @@ public:
   // The sshd processes serving connections now (sshd forks one or two per connection).
   std::vector<pid_t> session_pids() const;
 
+  // Gives the server a new host key (known_hosts() still holds the old one) and makes it
+  // offer that key from the next connection on: SIGHUP re-execs sshd (same pid), which
+  // reads its keys again, and this waits until it listens again. (Before OpenSSH 9.8 each
+  // connection read the key; the listener of 9.8 and later, Debian 13's, holds it.)
+  std::expected<void, std::string> change_host_key();
+
   // Cuts every connection the way a network failure would look to the
   // client: SIGKILLs the sshd processes serving them, so their sockets close.
   // Commands they started keep running. Returns how many processes it killed.

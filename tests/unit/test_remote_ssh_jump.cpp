@@ -59,7 +59,7 @@ std::unique_ptr<remote::SshHost> connect_or_fail(const remote::SshTarget& target
   auto host = remote::connect_ssh(target);
   if (!host) {
     MESSAGE(topology.logs());
-    FAIL("connect_ssh failed: " << host.error().what());
+    FAIL("connect_ssh failed: " << std::string(host.error().what()));
   }
   return std::move(*host);
 }

@@ -191,6 +191,7 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     REQUIRE_FALSE(result);
     CHECK(Clock::now() - started < 15s);
     std::string message = result.error().what();
+    INFO(message);
     CHECK(message.starts_with(target.describe() + ": the connection was lost"));
     CHECK(message.find("2 reconnection attempts") != std::string::npos);
     CHECK(message.find("Connection refused") != std::string::npos);

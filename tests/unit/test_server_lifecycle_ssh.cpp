@@ -291,11 +291,8 @@ TEST_CASE("lifecycle over SSH: a host key that changes across a reconnect is ref
   auto server = sb.start(*sb.host, config, "ssh-hostkey");
   REQUIRE_MESSAGE(server, error_text(server));
   auto trusted = test::read_file(sb.sshd->known_hosts());
-  // sshd reads its host key for each connection: the next one offers the new key.
-  auto fresh = sb.sshd->dir() / "new_host_key";
-  REQUIRE(test::generate_key(fresh));
-  fs::rename(fresh, sb.sshd->host_key());
-  fs::rename(fs::path(fresh.string() + ".pub"), fs::path(sb.sshd->host_key().string() + ".pub"));
+  auto changed = sb.sshd->change_host_key();
+  REQUIRE_MESSAGE(changed, (changed ? "" : changed.error()));
   auto fingerprint = sb.sshd->host_key_fingerprint();
   REQUIRE(fingerprint.starts_with("SHA256:"));
   REQUIRE(sb.sshd->kill_sessions() >= 1);
