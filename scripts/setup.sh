@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Installs what specctl needs from Debian 12's archive, and nothing when it is all there.
+# Installs what specctl needs from Debian's archive (12 or 13), and nothing when it is all there.
 #   scripts/setup.sh           build tools and libraries
 #   scripts/setup.sh --tests   also what the tests use (openssh-server for the SSH suites), and the
 #                              Debian 11 and 12 roots the old-node tests reach (scripts/test-roots.sh)
 set -euo pipefail
 
+# Boost by the release's own name for a version of 1.81 or later (only specsim uses it);
+# everything else has one name in Debian 12 and 13 (scripts/check-distro.sh builds in 13).
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+case "$codename" in
+  bookworm) boost=libboost1.81-dev ;;
+  trixie | noble) boost=libboost1.83-dev ;;
+  *) boost=libboost-dev ;;
+esac
 packages=(
   # build tools
   g++ cmake make ninja-build ccache pkg-config
   # libraries (the project's whole stack)
-  libboost1.81-dev libyaml-cpp-dev libcurl4-openssl-dev libssh2-1-dev libfmt-dev
+  "$boost" libyaml-cpp-dev libcurl4-openssl-dev libssh2-1-dev libfmt-dev
   doctest-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(openssh-server openssh-client procps curl strace slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
+  packages+=(openssh-server openssh-client procps iproute2 curl strace slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
     debootstrap patchelf)
 fi
 

@@ -28,5 +28,7 @@ for suite in bullseye bookworm; do
     tail -n 5 "$roots/$suite.log" >&2
     exit 1
   fi
+  # A machine's own /etc/hosts, which debootstrap leaves out.
+  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' | $sudo tee "$roots/$suite.part/etc/hosts" >/dev/null
   $sudo mv "$roots/$suite.part" "$roots/$suite"
 done
