@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -66,35 +67,44 @@ std::expected<std::string, Error> self_bundle() {
   if (loaded.interpreter.empty()) {
     return std::unexpected(Error("this specctl names no dynamic loader (PT_INTERP), so it cannot be bundled"));
   }
-  const std::string interpreter = std::filesystem::canonical(loaded.interpreter).string();
+  std::error_code ec;
+  const std::string interpreter = std::filesystem::canonical(loaded.interpreter, ec).string();
+  if (ec) {
+    return std::unexpected(
+        Error(fmt::format("cannot find this specctl's dynamic loader {}: {}", loaded.interpreter, ec.message())));
+  }
   constexpr unsigned k_executable = 0755;
   constexpr unsigned k_library = 0644;
-  util::TarWriter tar;
-  for (const auto& [name, path, mode] :
-       {std::tuple{std::string("specctl"), std::string("/proc/self/exe"), k_executable},
-        std::tuple{std::string(k_bundle_loader), interpreter, k_executable}}) {
-    auto bytes = read_whole(path);
-    if (!bytes) {
-      return std::unexpected(bytes.error());
+  // A member name that ustar cannot hold (over 100 bytes) is an error, never a throw out of here.
+  try {
+    util::TarWriter tar;
+    for (const auto& [name, path, mode] :
+         {std::tuple{std::string("specctl"), std::string("/proc/self/exe"), k_executable},
+          std::tuple{std::string(k_bundle_loader), interpreter, k_executable}}) {
+      auto bytes = read_whole(path);
+      if (!bytes) {
+        return std::unexpected(bytes.error());
+      }
+      tar.add_file(name, *bytes, mode);
     }
-    tar.add_file(name, *bytes, mode);
+    tar.add_directory(k_bundle_libraries);
+    std::set<std::string> names;
+    for (const auto& path : loaded.libraries) {
+      const std::string name = std::filesystem::path(path).filename().string();
+      // The loader is there already; a name twice (two paths to one soname) is one library.
+      if (std::filesystem::equivalent(path, interpreter, ec) || !names.insert(name).second) {
+        continue;
+      }
+      auto bytes = read_whole(path);
+      if (!bytes) {
+        return std::unexpected(bytes.error());
+      }
+      tar.add_file(fmt::format("{}/{}", k_bundle_libraries, name), *bytes, k_library);
+    }
+    return std::move(tar).finish();
+  } catch (const std::invalid_argument& e) {
+    return std::unexpected(Error(fmt::format("cannot bundle this specctl: {}", e.what())));
   }
-  tar.add_directory(k_bundle_libraries);
-  std::set<std::string> names;
-  for (const auto& path : loaded.libraries) {
-    const std::string name = std::filesystem::path(path).filename().string();
-    std::error_code ec;
-    // The loader is there already; a name twice (two paths to one soname) is one library.
-    if (std::filesystem::equivalent(path, interpreter, ec) || !names.insert(name).second) {
-      continue;
-    }
-    auto bytes = read_whole(path);
-    if (!bytes) {
-      return std::unexpected(bytes.error());
-    }
-    tar.add_file(fmt::format("{}/{}", k_bundle_libraries, name), *bytes, k_library);
-  }
-  return std::move(tar).finish();
 }
 
 std::vector<std::string> bundle_command(const std::string& dir) {
