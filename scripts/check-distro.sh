@@ -42,9 +42,11 @@ mkdir -p "$root/src/specctl" "$root/var/cache/specctl-roots"
 find "$root/src/specctl" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$root/src/specctl"
 
+# The command as a file in the root, so that no quoting of its own is needed.
+printf '%s\n' "$command" >"$root/tmp/check-distro-command"
 echo "check-distro: $command in $suite ($root)"
 unshare --mount --propagation private -- /bin/sh -c '
-  root=$1 roots=$2 command=$3
+  root=$1 roots=$2
   # The root a mount point of its own, as / is: the tests make mounts private under it.
   mount --bind "$root" "$root" &&
   mount -t proc proc "$root/proc" &&
@@ -56,5 +58,5 @@ unshare --mount --propagation private -- /bin/sh -c '
   cd "$root" && mkdir -p .oldroot && pivot_root . .oldroot &&
   exec chroot . /bin/sh -c "umount -l /.oldroot && exec /usr/bin/env -i HOME=/root \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb \
-    /bin/bash -c \"cd /src/specctl && head -n 1 /etc/os-release && $command\""
-' sh "$root" "$roots" "$command" >"$log" 2>&1
+    /bin/bash -c \"cd /src/specctl && head -n 1 /etc/os-release && bash /tmp/check-distro-command\""
+' sh "$root" "$roots" >"$log" 2>&1

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <unistd.h>
 
 using namespace specctl::experiment;
@@ -52,8 +53,8 @@ std::string with_hosts(const std::string& hosts, const std::string& variants) {
          variants + "benchmarks:\n  - {name: s, kind: single_stream, runs: 1, max_tokens: 8}\n";
 }
 
-const Variant& variant(const Experiment& e, const std::string& name) {
-  const Variant* v = e.find_variant(name);
+const Variant& variant(const Experiment& e, std::string_view name) {
+  const Variant* v = e.find_variant(std::string(name));
   REQUIRE(v != nullptr);
   return *v;
 }

@@ -131,7 +131,7 @@ TEST_CASE("report: a folder that is not a run is named in one line") {
 
 namespace {
 
-const report::LevelsRow& levels_row(const report::Report& r, const std::string& variant) {
+const report::LevelsRow& levels_row(const report::Report& r, std::string_view variant) {
   for (const auto& row : r.levels.at(0).rows) {
     if (row.variant == variant) {
       return row;
@@ -140,8 +140,8 @@ const report::LevelsRow& levels_row(const report::Report& r, const std::string& 
   throw std::runtime_error("no row " + std::string(variant));
 }
 
-const report::VariantRow& variant(const report::Report& r, const std::string& name) {
-  const auto* v = r.find_variant(name);
+const report::VariantRow& variant(const report::Report& r, std::string_view name) {
+  const auto* v = r.find_variant(std::string(name));
   REQUIRE(v != nullptr);
   return *v;
 }
@@ -308,7 +308,7 @@ TEST_CASE("report: the terminal table says what report.json says, cell by cell")
 
 namespace {
 
-const report::CategoryRow& category_row(const report::CategoryTable& t, const std::string& variant) {
+const report::CategoryRow& category_row(const report::CategoryTable& t, std::string_view variant) {
   for (const auto& row : t.rows) {
     if (row.variant == variant) {
       return row;
