@@ -38,11 +38,7 @@ std::map<std::string, HostBinary> g_found;
 std::string version_check(const std::string& dir) {
   auto words = bundle_command(dir);
   words.push_back("--version");
-  std::vector<std::string> quoted;
-  for (const auto& word : words) {
-    quoted.push_back(util::shell_quote(word));
-  }
-  return fmt::format("test -x {} && {} 2>&1 | head -n 1", util::shell_quote(dir + "/specctl"), util::join(quoted, " "));
+  return fmt::format("test -x {} && {} 2>&1 | head -n 1", util::shell_quote(dir + "/specctl"), util::shell_join(words));
 }
 
 // Finds or puts a specctl that runs on the host; never throws.

@@ -28,14 +28,6 @@ specctl::remote::CommandResult run(const std::string& line) {
   return *ran;
 }
 
-std::string command_line(const std::vector<std::string>& words) {
-  std::vector<std::string> quoted;
-  for (const auto& word : words) {
-    quoted.push_back(shell_quote(word));
-  }
-  return specctl::util::join(quoted, " ");
-}
-
 } // namespace
 
 TEST_CASE("this program's bundle runs from its own loader and libraries, with an empty environment") {
@@ -58,7 +50,7 @@ TEST_CASE("this program's bundle runs from its own loader and libraries, with an
   // The loader resolves every library from the bundle, none from /lib or /usr/lib.
   auto list = command;
   list.insert(list.begin() + 1, "--list");
-  auto listed = run("env -i " + command_line(list));
+  auto listed = run("env -i " + specctl::util::shell_join(list));
   INFO(listed.out << listed.err);
   REQUIRE(listed.exit_code == 0);
   int libraries = 0;
@@ -73,7 +65,7 @@ TEST_CASE("this program's bundle runs from its own loader and libraries, with an
   CHECK(libraries >= 3);
 
   // And it runs: this test program lists its own cases.
-  auto ran = run("env -i " + command_line(command) + " --list-test-cases");
+  auto ran = run("env -i " + specctl::util::shell_join(command) + " --list-test-cases");
   INFO(ran.err);
   CHECK(ran.exit_code == 0);
   CHECK(ran.out.find("this program's bundle runs from its own loader") != std::string::npos);
