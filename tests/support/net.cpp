@@ -104,6 +104,24 @@ void set_socket_timeouts(int fd) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+ssize_t recv_retrying(int fd, void* buffer, std::size_t size, int flags) {
+  while (true) {
+    ssize_t n = ::recv(fd, buffer, size, flags);
+    if (n >= 0 || errno != EINTR) {
+      return n;
+    }
+  }
+}
+
+ssize_t send_retrying(int fd, const void* buffer, std::size_t size) {
+  while (true) {
+    ssize_t n = ::send(fd, buffer, size, MSG_NOSIGNAL);
+    if (n >= 0 || errno != EINTR) {
+      return n;
+    }
+  }
+}
+
 int connect_local(int port) {
   util::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   set_socket_timeouts(fd.get());
@@ -122,7 +140,7 @@ std::optional<std::string> round_trip(int port, const std::string& data) {
   std::thread writer([&] {
     std::size_t sent = 0;
     while (sent < data.size()) {
-      ssize_t n = ::send(fd.get(), data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      ssize_t n = send_retrying(fd.get(), data.data() + sent, data.size() - sent);
       if (n <= 0) {
         break;
       }
@@ -133,7 +151,7 @@ std::optional<std::string> round_trip(int port, const std::string& data) {
   std::string received;
   std::vector<char> buffer(64 * 1024);
   while (true) {
-    ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
+    ssize_t n = recv_retrying(fd.get(), buffer.data(), buffer.size());
     if (n <= 0) {
       break;
     }
@@ -145,13 +163,13 @@ std::optional<std::string> round_trip(int port, const std::string& data) {
 
 std::string ask(int port, const std::string& text) {
   util::UniqueFd fd(connect_local(port));
-  if (!fd || ::send(fd.get(), text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
+  if (!fd || send_retrying(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
     return "cannot send";
   }
   std::string back;
   char buffer[256];
   while (back.size() < text.size()) {
-    ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
+    ssize_t n = recv_retrying(fd.get(), buffer, sizeof buffer);
     if (n <= 0) {
       break;
     }
@@ -201,13 +219,13 @@ void EchoServer::echo(int client) {
   util::UniqueFd fd(client);
   std::vector<char> buffer(64 * 1024);
   while (true) {
-    ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
+    ssize_t n = recv_retrying(fd.get(), buffer.data(), buffer.size());
     if (n <= 0) {
       break;
     }
     ssize_t sent = 0;
     while (sent < n) {
-      ssize_t m = ::send(fd.get(), buffer.data() + sent, static_cast<std::size_t>(n - sent), MSG_NOSIGNAL);
+      ssize_t m = send_retrying(fd.get(), buffer.data() + sent, static_cast<std::size_t>(n - sent));
       if (m <= 0) {
         return;
       }

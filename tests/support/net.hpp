@@ -11,6 +11,8 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+
+#include <sys/types.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +39,13 @@ bool connection_refused(int port);
 std::string random_bytes(std::size_t size, unsigned seed);
 
 void set_socket_timeouts(int fd);
+
+// recv(2) and send(2) that go on after EINTR. A socket with a timeout is never
+// restarted by the kernel, and a process that spawns gets signals it ignores
+// (SIGCHLD queued while the spawning thread blocked every signal) that still
+// interrupt another thread's recv: a bare recv then reads -1 as "closed".
+ssize_t recv_retrying(int fd, void* buffer, std::size_t size, int flags = 0);
+ssize_t send_retrying(int fd, const void* buffer, std::size_t size);
 
 // A connected socket to 127.0.0.1:port, or -1.
 int connect_local(int port);

@@ -467,11 +467,11 @@ TEST_CASE("openssh host tunnels TCP connections to a port on the node") {
     int held = held_fd.get();
     REQUIRE(held >= 0);
     char byte = 'x';
-    REQUIRE(::send(held, &byte, 1, MSG_NOSIGNAL) == 1);
-    REQUIRE(::recv(held, &byte, 1, 0) == 1);
+    REQUIRE(send_retrying(held, &byte, 1) == 1);
+    REQUIRE(recv_retrying(held, &byte, 1) == 1);
     const pid_t master = the_master(target.control_dir);
     REQUIRE(::kill(master, SIGKILL) == 0);
-    CHECK(::recv(held, &byte, 1, 0) <= 0);
+    CHECK(recv_retrying(held, &byte, 1) <= 0);
     held_fd.reset();
     auto data = random_bytes(2 * 1024 * 1024, 5);
     auto back = round_trip(*port, data);
@@ -488,7 +488,7 @@ TEST_CASE("openssh host tunnels TCP connections to a port on the node") {
     REQUIRE(fd >= 0);
     auto started = Clock::now();
     char byte = 0;
-    CHECK(::recv(fd, &byte, 1, 0) <= 0);
+    CHECK(recv_retrying(fd, &byte, 1) <= 0);
     owned.reset();
     CHECK(Clock::now() - started < 10s);
     // The other port still works. (Not round_trip: `ssh -W` over a master may
@@ -550,8 +550,8 @@ TEST_CASE("openssh host closes promptly and leaves no ssh process behind") {
   int held = held_fd.get();
   REQUIRE(held >= 0);
   char byte = 'x';
-  REQUIRE(::send(held, &byte, 1, MSG_NOSIGNAL) == 1);
-  REQUIRE(::recv(held, &byte, 1, 0) == 1);
+  REQUIRE(send_retrying(held, &byte, 1) == 1);
+  REQUIRE(recv_retrying(held, &byte, 1) == 1);
   const pid_t master = the_master(target.control_dir);
   CHECK_FALSE(ssh_children().empty());
 
@@ -568,7 +568,7 @@ TEST_CASE("openssh host closes promptly and leaves no ssh process behind") {
   CHECK(wait_until([&] { return !process_alive(master); }, 10s));
   // The socket and its folder are gone with the host.
   CHECK_FALSE(fs::exists(target.control_dir));
-  CHECK(::recv(held, &byte, 1, 0) <= 0);
+  CHECK(recv_retrying(held, &byte, 1) <= 0);
   held_fd.reset();
   CHECK_FALSE(port_accepts(*port));
   for (pid_t pid : sshd->session_pids()) {

@@ -37,7 +37,7 @@ std::string greeting(int port) {
   }
   test::set_socket_timeouts(fd.get());
   char buffer[8];
-  ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, MSG_WAITALL);
+  ssize_t n = specctl::test::recv_retrying(fd.get(), buffer, sizeof buffer, MSG_WAITALL);
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
 }
 

@@ -88,7 +88,7 @@ std::string read_banner(int port) {
   std::string out;
   char buffer[8];
   while (out.size() < 8) {
-    ssize_t n = ::recv(fd.get(), buffer, 8 - out.size(), 0);
+    ssize_t n = specctl::test::recv_retrying(fd.get(), buffer, 8 - out.size());
     if (n <= 0) {
       break;
     }

@@ -73,7 +73,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     REQUIRE(fd >= 0);
     auto started = Clock::now();
     char byte = 0;
-    ssize_t n = ::recv(fd, &byte, 1, 0);
+    ssize_t n = recv_retrying(fd, &byte, 1);
     ::close(fd);
     CHECK(n <= 0);
     CHECK(Clock::now() - started < 10s);
@@ -115,7 +115,7 @@ TEST_CASE("ssh tunnel to a target that never answers gives up on the client, not
   REQUIRE(fd >= 0);
   auto started = Clock::now();
   char byte = 0;
-  CHECK(::recv(fd, &byte, 1, 0) <= 0);
+  CHECK(recv_retrying(fd, &byte, 1) <= 0);
   CHECK(Clock::now() - started < 10s);
   ::close(fd);
   // sshd's next SYN now meets a closed port, so the abandoned open ends and
@@ -144,10 +144,10 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     int held = connect_local(*port);
     REQUIRE(held >= 0);
     char byte = 'x';
-    REQUIRE(::send(held, &byte, 1, MSG_NOSIGNAL) == 1);
-    REQUIRE(::recv(held, &byte, 1, 0) == 1);
+    REQUIRE(send_retrying(held, &byte, 1) == 1);
+    REQUIRE(recv_retrying(held, &byte, 1) == 1);
     REQUIRE(sshd->kill_sessions() > 0);
-    CHECK(::recv(held, &byte, 1, 0) <= 0);
+    CHECK(recv_retrying(held, &byte, 1) <= 0);
     ::close(held);
     CHECK(wait_until([&] { return host->reconnect_count() >= 1; }));
     CHECK(round_trip(*port, "after") == std::optional<std::string>("after"));
@@ -206,13 +206,13 @@ TEST_CASE("closing an ssh host is prompt and closes its tunnels") {
   REQUIRE(port);
   int fd = connect_local(*port);
   REQUIRE(fd >= 0);
-  REQUIRE(::send(fd, "x", 1, MSG_NOSIGNAL) == 1);
+  REQUIRE(send_retrying(fd, "x", 1) == 1);
   char byte = 0;
-  REQUIRE(::recv(fd, &byte, 1, 0) == 1);
+  REQUIRE(recv_retrying(fd, &byte, 1) == 1);
   auto started = Clock::now();
   host.reset();
   CHECK(Clock::now() - started < 3s);
-  CHECK(::recv(fd, &byte, 1, 0) <= 0);
+  CHECK(recv_retrying(fd, &byte, 1) <= 0);
   ::close(fd);
   CHECK_FALSE(port_accepts(*port));
 }
