@@ -20,7 +20,7 @@ namespace {
 // (a chunk cannot arrive before it was sent), upper bounds are generous.
 constexpr double k_slack_ms = 250;
 
-RunOptions quick(int max_tokens) {
+RunOptions engine_options(int max_tokens) {
   RunOptions o;
   o.prompts = plain_requests({"first prompt", "second prompt", "third prompt"});
   o.request.max_tokens = max_tokens;
@@ -42,7 +42,7 @@ TEST_CASE("closed loop: known schedule, keep-alive, one connection per stream") 
     b.itl = 10ms;
     return b;
   });
-  ConcurrencyOptions options{quick(5), {3}, 12};
+  ConcurrencyOptions options{engine_options(5), {3}, 12};
   // The model is given: no /v1/models connection, so every connection counted is a stream's.
   const auto result = run_concurrency(Target{server.url(), "script-model", ""}, options);
   REQUIRE(result.levels.size() == 1);
@@ -117,7 +117,7 @@ TEST_CASE("unique prompts: every request of a prompt sends a body of its own, un
     return out;
   };
   SUBCASE("by default") {
-    RunOptions common = quick(2);
+    RunOptions common = engine_options(2);
     common.prompt_tag = "decode r2";
     const auto sent = prompts_sent(common);
     CHECK(sent.size() == 7);
@@ -128,7 +128,7 @@ TEST_CASE("unique prompts: every request of a prompt sends a body of its own, un
     CHECK(sent.count(unique_prefix("decode r2", "concurrency 2", 5) + "third prompt") == 1);
   }
   SUBCASE("unique_prompts = false") {
-    RunOptions common = quick(2);
+    RunOptions common = engine_options(2);
     common.unique_prompts = false;
     common.prompt_tag = "ignored";
     const auto sent = prompts_sent(common);
@@ -148,7 +148,7 @@ TEST_CASE("multi-token chunks: tokens from usage, chunk and token latency apart"
     return b;
   });
   SUBCASE("usage chunk: tokens per chunk estimated") {
-    const auto result = run_concurrency(target_of(server), ConcurrencyOptions{quick(12), {2}, 4});
+    const auto result = run_concurrency(target_of(server), ConcurrencyOptions{engine_options(12), {2}, 4});
     const auto& level = result.levels.at(0);
     CHECK(level.completed == 4);
     CHECK(level.output_tokens == 48);
@@ -163,7 +163,7 @@ TEST_CASE("multi-token chunks: tokens from usage, chunk and token latency apart"
     }
   }
   SUBCASE("continuous usage: every chunk's tokens are exact") {
-    auto options = quick(12);
+    auto options = engine_options(12);
     options.request.continuous_usage = true;
     ScriptServer exact([](int, const std::string& path, const std::string& body) {
       Behavior b;
@@ -200,7 +200,7 @@ TEST_CASE("usage on the last content chunk, and no usage at all") {
       b.usage = UsageStyle::on_last_content;
       return b;
     });
-    const auto level = run_concurrency(target_of(server), ConcurrencyOptions{quick(6), {2}, 2}).levels.at(0);
+    const auto level = run_concurrency(target_of(server), ConcurrencyOptions{engine_options(6), {2}, 2}).levels.at(0);
     CHECK(level.completed == 2);
     CHECK(level.output_tokens == 12);
     CHECK(level.tokens_from_chunks == 0);
@@ -216,7 +216,7 @@ TEST_CASE("usage on the last content chunk, and no usage at all") {
       b.usage = UsageStyle::none;
       return b;
     });
-    const auto level = run_concurrency(target_of(server), ConcurrencyOptions{quick(6), {2}, 2}).levels.at(0);
+    const auto level = run_concurrency(target_of(server), ConcurrencyOptions{engine_options(6), {2}, 2}).levels.at(0);
     CHECK(level.completed == 2);
     // Three chunks each: a lower bound of the six tokens, flagged.
     CHECK(level.output_tokens == 6);
@@ -228,7 +228,7 @@ TEST_CASE("usage on the last content chunk, and no usage at all") {
     }
   }
   SUBCASE("not asked for: no stream_options in the body") {
-    auto options = quick(4);
+    auto options = engine_options(4);
     options.request.include_usage = false;
     ScriptServer server([](int, const std::string&, const std::string& body) {
       CHECK(body.find("stream_options") == std::string::npos);
@@ -252,7 +252,7 @@ TEST_CASE("chat endpoint: the role-only chunk is not the first token") {
     b.tokens = 4;
     return b;
   });
-  auto options = quick(4);
+  auto options = engine_options(4);
   options.request.endpoint = Endpoint::chat;
   const auto level = run_concurrency(target_of(server), ConcurrencyOptions{options, {2}, 4}).levels.at(0);
   CHECK(level.completed == 4);
@@ -276,7 +276,7 @@ TEST_CASE("events split across reads, many per read, comments and CRLF") {
     ++which;
     return b;
   });
-  const auto level = run_concurrency(target_of(server), ConcurrencyOptions{quick(9), {3}, 9}).levels.at(0);
+  const auto level = run_concurrency(target_of(server), ConcurrencyOptions{engine_options(9), {3}, 9}).levels.at(0);
   CHECK(level.completed == 9);
   CHECK(level.failed == 0);
   CHECK(level.output_tokens == 81);
@@ -293,7 +293,7 @@ TEST_CASE("single stream: sequential runs, per-run tok/s, warmup left out") {
     b.itl = 10ms;
     return b;
   });
-  auto common = quick(10);
+  auto common = engine_options(10);
   common.warmup = 2;
   const auto result = run_single_stream(target_of(server), SingleStreamOptions{common, 3});
   REQUIRE(result.runs.size() == 3);
@@ -328,7 +328,7 @@ TEST_CASE("rate mode: Poisson arrivals, latency from the scheduled send") {
       b.tokens = 2;
       return b;
     });
-    RateOptions options{quick(2), {40.0}, 1500ms, std::nullopt, 1.0, 11};
+    RateOptions options{engine_options(2), {40.0}, 1500ms, std::nullopt, 1.0, 11};
     const auto result = run_rate(target_of(server), options);
     const auto& level = result.levels.at(0);
     const auto expected = arrival_times(40.0, 1.0, 1.5, 11);
@@ -349,7 +349,7 @@ TEST_CASE("rate mode: Poisson arrivals, latency from the scheduled send") {
       return b;
     });
     // Ten arrivals in 50 ms but one at a time: each waits for the ones before.
-    RateOptions options{quick(3), {200.0}, 50ms, 1, 1.0, 3};
+    RateOptions options{engine_options(3), {200.0}, 50ms, 1, 1.0, 3};
     const auto result = run_rate(target_of(server), options);
     const auto& level = result.levels.at(0);
     CHECK(level.concurrency == 1);
@@ -375,13 +375,13 @@ TEST_CASE("slow accepts: late but counted as successes") {
   target.model = "given";
   // Without preconnection the first requests wait for accept(); with it, the
   // wait happens before the level and TTFT is the server's alone.
-  auto options = quick(3);
+  auto options = engine_options(3);
   options.preconnect = false;
   const auto level = run_concurrency(target, ConcurrencyOptions{options, {2}, 4}).levels.at(0);
   CHECK(level.completed == 4);
   CHECK(level.failed == 0);
   CHECK(level.ttft_ms.max >= 150.0);
-  const auto warm = run_concurrency(target, ConcurrencyOptions{quick(3), {2}, 4}).levels.at(0);
+  const auto warm = run_concurrency(target, ConcurrencyOptions{engine_options(3), {2}, 4}).levels.at(0);
   CHECK(warm.completed == 4);
   REQUIRE(server.wait_idle());
   for (const auto& s : server.served()) {
@@ -403,7 +403,7 @@ TEST_CASE("a stop request ends a run promptly with what it has") {
     }
     return b;
   });
-  auto options = quick(2);
+  auto options = engine_options(2);
   options.stop = &stop;
   int progress_calls = 0;
   options.on_progress = [&](const Progress&) { ++progress_calls; };
@@ -427,7 +427,7 @@ TEST_CASE("a mode's deadline ends it as timed out") {
     b.hang = index >= 3;
     return b;
   });
-  auto options = quick(2);
+  auto options = engine_options(2);
   options.deadline = std::chrono::steady_clock::now() + 1500ms;
   const auto start = std::chrono::steady_clock::now();
   const auto result = run_concurrency(target_of(server), ConcurrencyOptions{options, {2, 4}, 8});

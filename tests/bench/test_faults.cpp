@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-RunOptions quick(int max_tokens) {
+RunOptions fault_options(int max_tokens) {
   RunOptions o;
   o.prompts = plain_requests({"a prompt"});
   o.request.max_tokens = max_tokens;
@@ -61,7 +61,7 @@ TEST_CASE("every kind of broken answer is counted by kind") {
     }
     return b;
   });
-  auto options = quick(4);
+  auto options = fault_options(4);
   options.request.timeout = 1500ms;
   const auto start = std::chrono::steady_clock::now();
   const auto level = run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{options, {4}, 16}).levels.at(0);
@@ -93,7 +93,7 @@ TEST_CASE("refused connections and bad URLs end clearly") {
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   SUBCASE("no model given: one clear error before anything runs") {
     try {
-      run_single_stream(Target{url, "", ""}, SingleStreamOptions{quick(4), 2});
+      run_single_stream(Target{url, "", ""}, SingleStreamOptions{fault_options(4), 2});
       FAIL("expected an error");
     } catch (const Error& e) {
       CHECK(std::string(e.what()).starts_with("cannot ask the server for its model: GET " + url + "/v1/models: "));
@@ -102,7 +102,7 @@ TEST_CASE("refused connections and bad URLs end clearly") {
     }
   }
   SUBCASE("model given: every request is a counted connect failure") {
-    const auto level = run_concurrency(Target{url, "m", ""}, ConcurrencyOptions{quick(4), {2}, 5}).levels.at(0);
+    const auto level = run_concurrency(Target{url, "m", ""}, ConcurrencyOptions{fault_options(4), {2}, 5}).levels.at(0);
     CHECK(level.requests == 5);
     CHECK(level.failures_of(FailureKind::connect) == 5);
     CHECK(level.completed == 0);
@@ -112,7 +112,7 @@ TEST_CASE("refused connections and bad URLs end clearly") {
     for (const char* bad : {"localhost:30000", "ftp://127.0.0.1/", "http://", "http://[::1"}) {
       CAPTURE(bad);
       try {
-        run_concurrency(Target{bad, "m", ""}, ConcurrencyOptions{quick(4), {1}, 1});
+        run_concurrency(Target{bad, "m", ""}, ConcurrencyOptions{fault_options(4), {1}, 1});
         FAIL("expected an error");
       } catch (const Error& e) {
         CHECK(e.kind() == ErrorKind::bad_input);
@@ -146,12 +146,12 @@ TEST_CASE("bad options are refused before anything is sent") {
       CHECK(e.kind() == ErrorKind::bad_input);
     }
   };
-  expect_bad([&] { run_concurrency(target, ConcurrencyOptions{quick(4), {}, std::nullopt}); });
-  expect_bad([&] { run_concurrency(target, ConcurrencyOptions{quick(4), {0}, std::nullopt}); });
-  expect_bad([&] { run_single_stream(target, SingleStreamOptions{quick(4), 0}); });
-  expect_bad([&] { run_rate(target, RateOptions{quick(4), {-1.0}, 1s, std::nullopt, 1.0, 0}); });
+  expect_bad([&] { run_concurrency(target, ConcurrencyOptions{fault_options(4), {}, std::nullopt}); });
+  expect_bad([&] { run_concurrency(target, ConcurrencyOptions{fault_options(4), {0}, std::nullopt}); });
+  expect_bad([&] { run_single_stream(target, SingleStreamOptions{fault_options(4), 0}); });
+  expect_bad([&] { run_rate(target, RateOptions{fault_options(4), {-1.0}, 1s, std::nullopt, 1.0, 0}); });
   expect_bad([&] {
-    auto options = quick(4);
+    auto options = fault_options(4);
     options.prompts.clear();
     run_single_stream(target, SingleStreamOptions{options, 1});
   });
@@ -171,7 +171,7 @@ TEST_CASE("a server that closes the connection after every stream loses no reque
     b.close_after_stream = 20ms;
     return b;
   });
-  auto options = quick(4);
+  auto options = fault_options(4);
   const auto result = run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{options, {1, 2, 4}, 40});
   int resent = 0;
   for (const auto& level : result.levels) {
@@ -199,7 +199,7 @@ TEST_CASE("failure kinds say what happened to the request") {
       return b;
     });
     const auto level =
-        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{quick(4), {1}, 2}).levels.at(0);
+        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{fault_options(4), {1}, 2}).levels.at(0);
     CHECK(level.failures_of(FailureKind::no_response) == 2);
     CHECK(level.failures_of(FailureKind::cut_stream) == 0);
     for (const auto& r : level.records) {
@@ -221,7 +221,7 @@ TEST_CASE("failure kinds say what happened to the request") {
       return b;
     });
     const auto level =
-        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{quick(4), {1}, 2}).levels.at(0);
+        run_concurrency(Target{server.url(), "m", ""}, ConcurrencyOptions{fault_options(4), {1}, 2}).levels.at(0);
     CHECK(level.failures_of(FailureKind::cut_stream) == 2);
     CHECK(level.resent == 0);
     CHECK(server.served().size() == 2);
@@ -238,7 +238,7 @@ TEST_CASE("a stream that stalls fails as stalled after the idle timeout, not the
     b.hang = index == 1;
     return b;
   });
-  auto options = quick(8);
+  auto options = fault_options(8);
   options.request.timeout = 10min;
   options.request.idle_timeout = 400ms;
   const auto start = std::chrono::steady_clock::now();

@@ -19,7 +19,7 @@ using namespace specctl::test;
 
 namespace {
 
-bool have_specsim() {
+bool specsim_built() {
   if (specctl::test::pretend_missing("specsim") || specsim_binary().empty()) {
     specctl::test::skip("no specsim (this build has no specsim target: src/main/specsim.cpp is missing)");
     return false;
@@ -72,7 +72,7 @@ std::string words(int count, const std::string& word) {
 } // namespace
 
 TEST_CASE("workloads: a ShareGPT file sends its drawn conversations with their own output lengths") {
-  if (!have_specsim()) {
+  if (!specsim_built()) {
     return;
   }
   const TempDir dir("workload-sharegpt-e2e");
@@ -136,7 +136,7 @@ TEST_CASE("workloads: a ShareGPT file sends its drawn conversations with their o
 }
 
 TEST_CASE("workloads: JSONL prompts and chats go out as written, with their ids, categories and lengths") {
-  if (!have_specsim()) {
+  if (!specsim_built()) {
     return;
   }
   const TempDir dir("workload-jsonl-e2e");
@@ -185,7 +185,7 @@ TEST_CASE("workloads: JSONL prompts and chats go out as written, with their ids,
 }
 
 TEST_CASE("workloads: random prompts land within one token of their drawn lengths, the same for the same seed") {
-  if (!have_specsim()) {
+  if (!specsim_built()) {
     return;
   }
   const TempDir dir("workload-random-e2e");
@@ -219,7 +219,7 @@ TEST_CASE("workloads: random prompts land within one token of their drawn length
 }
 
 TEST_CASE("workloads: the built-in spec-decode set carries its categories") {
-  if (!have_specsim()) {
+  if (!specsim_built()) {
     return;
   }
   const TempDir dir("workload-specdec-e2e");
@@ -243,7 +243,7 @@ TEST_CASE("workloads: the built-in spec-decode set carries its categories") {
 }
 
 TEST_CASE("workloads: shared-prefix groups are served from the prefix cache after their first request") {
-  if (!have_specsim()) {
+  if (!specsim_built()) {
     return;
   }
   const TempDir dir("workload-shared-e2e");

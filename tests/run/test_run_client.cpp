@@ -24,8 +24,8 @@ using nlohmann::json;
 namespace {
 
 // Generous for a loaded two-core machine.
-constexpr std::chrono::seconds k_sweep_timeout{280};
-constexpr std::chrono::seconds k_phase_timeout{120};
+constexpr std::chrono::seconds k_client_sweep_timeout{280};
+constexpr std::chrono::seconds k_client_phase_timeout{120};
 // The outage of the issue: sshd stopped for 20 s during a level.
 constexpr std::chrono::seconds k_stall{20};
 // A figure measured through a stall is within this of the same level without one.
@@ -51,10 +51,11 @@ std::string strays(const std::filesystem::path& state) {
 
 // One sweep's world (as in test_run_e2e.cpp): an experiment file, its result
 // folder, the hosts' state folder and fake GPUs.
-class Sweep {
+class ClientSweep {
 public:
-  Sweep(std::string host_block, std::string host) : m_host_block(std::move(host_block)), m_host(std::move(host)) {}
-  ~Sweep() {
+  ClientSweep(std::string host_block, std::string host)
+      : m_host_block(std::move(host_block)), m_host(std::move(host)) {}
+  ~ClientSweep() {
     for (const auto& tag : tags_in(state())) {
       for (const auto& t : {tag, tag + "-bench"}) {
         for (int pid : live_tagged(t)) {
@@ -63,8 +64,8 @@ public:
       }
     }
   }
-  Sweep(const Sweep&) = delete;
-  Sweep& operator=(const Sweep&) = delete;
+  ClientSweep(const ClientSweep&) = delete;
+  ClientSweep& operator=(const ClientSweep&) = delete;
 
   std::filesystem::path file() const { return m_dir.path() / "sweep.yaml"; }
   std::filesystem::path out() const { return m_dir.path() / "out"; }
@@ -115,7 +116,7 @@ private:
   std::string m_host;
 };
 
-std::string ssh_hosts(const specctl::test::TestSshd& sshd) {
+std::string client_ssh_hosts(const specctl::test::TestSshd& sshd) {
   return fmt::format(R"(hosts:
   node: {{ssh: "{}@127.0.0.1:{}", identity: "{}", known_hosts: "{}"}})",
                      sshd.user(), sshd.port(), sshd.user_key().string(), sshd.known_hosts().string());
@@ -154,9 +155,9 @@ constexpr const char* k_two_levels =
 
 // Waits until the "stalled" level is under way, then stalls SSH for k_stall.
 // `progress` names a file that shows the level started (a host job's), or is empty.
-void stall_during_level(specctl::test::TestSshd& sshd, const Sweep& sweep, bool host_job) {
+void stall_during_level(specctl::test::TestSshd& sshd, const ClientSweep& sweep, bool host_job) {
   REQUIRE(st::wait_until([&] { return journal_has(sweep.out(), "phase_started", "baseline", "bench stalled"); },
-                         k_phase_timeout));
+                         k_client_phase_timeout));
   if (host_job) {
     // The job's own progress shows its level running on the host.
     REQUIRE(st::wait_until(
@@ -169,7 +170,7 @@ void stall_during_level(specctl::test::TestSshd& sshd, const Sweep& sweep, bool 
           }
           return false;
         },
-        k_phase_timeout));
+        k_client_phase_timeout));
   } else {
     std::this_thread::sleep_for(std::chrono::seconds{2});
   }
@@ -209,11 +210,11 @@ std::size_t lines_in(const std::filesystem::path& file) {
 
 TEST_CASE("over SSH the benchmark runs on the host, and a 20 s SSH stall during a level changes no figure") {
   auto sshd = specctl::test::require_sshd();
-  Sweep sweep(ssh_hosts(*sshd), "node");
+  ClientSweep sweep(client_ssh_hosts(*sshd), "node");
   sweep.write(k_two_levels, 5);
   auto run = sweep.start();
   stall_during_level(*sshd, sweep, true);
-  auto code = run->wait_exit_code(k_sweep_timeout);
+  auto code = run->wait_exit_code(k_client_sweep_timeout);
   INFO(sweep.output());
   REQUIRE(code == 0);
 
@@ -252,11 +253,11 @@ TEST_CASE("over SSH the benchmark runs on the host, and a 20 s SSH stall during 
 TEST_CASE("with client: local, a level the SSH stall disturbed is measured again, and the tunnel's round trip is "
           "recorded") {
   auto sshd = specctl::test::require_sshd();
-  Sweep sweep(ssh_hosts(*sshd), "node");
+  ClientSweep sweep(client_ssh_hosts(*sshd), "node");
   sweep.write(k_two_levels, 5, "bench: {client: local}");
   auto run = sweep.start();
   stall_during_level(*sshd, sweep, false);
-  auto code = run->wait_exit_code(k_sweep_timeout);
+  auto code = run->wait_exit_code(k_client_sweep_timeout);
   INFO(sweep.output());
   REQUIRE(code == 0);
 
@@ -315,10 +316,10 @@ TEST_CASE("a host that cannot run this specctl falls back to the local client wi
       {.listen_address = "127.0.0.1", .session_env = {"PATH=" + bin.string() + ":/usr/local/bin:/usr/bin:/bin"}});
   REQUIRE_MESSAGE(started, (started ? "" : started.error()));
   auto& sshd = *started;
-  Sweep sweep(ssh_hosts(*sshd), "node");
+  ClientSweep sweep(client_ssh_hosts(*sshd), "node");
   sweep.write("  - {name: quick, kind: concurrency, repeats: 1, levels: [2], requests: 4, max_tokens: 32}", 10);
   auto run = sweep.start();
-  auto code = run->wait_exit_code(k_sweep_timeout);
+  auto code = run->wait_exit_code(k_client_sweep_timeout);
   INFO(sweep.output());
   REQUIRE(code == 0);
   auto result = read_json(sweep.out() / "variants/baseline/result.json");

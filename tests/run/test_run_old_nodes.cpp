@@ -24,7 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::chrono::seconds k_sweep_timeout{240};
+constexpr std::chrono::seconds k_old_node_sweep_timeout{240};
 
 // A folder in the root's /tmp for one test, removed with everything in it.
 class RootFolder {
@@ -115,7 +115,7 @@ benchmarks:
   st::Process run({SPECCTL_BINARY, "run", (here.path() / "sweep.yaml").string(), "--state-dir", node.inside("state"),
                    "--out", out.string()},
                   log, {{"HOME", here.home().string()}, {"PATH", "/usr/local/bin:/usr/bin:/bin"}});
-  auto code = run.wait_exit_code(k_sweep_timeout);
+  auto code = run.wait_exit_code(k_old_node_sweep_timeout);
   INFO(st::read_file(log));
   REQUIRE(code == 0);
 

@@ -16,8 +16,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::vector<std::string> k_apps_query{"--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
-                                            "--format=csv,noheader,nounits"};
+const std::vector<std::string> k_gpus_apps_query{"--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
+                                                 "--format=csv,noheader,nounits"};
 const std::vector<std::string> k_gpu_query{"--query-gpu=index,uuid,memory.used,memory.total",
                                            "--format=csv,noheader,nounits"};
 
@@ -73,7 +73,7 @@ TEST_CASE("nvidia-smi before, during and after a server's life") {
   // "before" is checked on a second, idle directory with the same config.
   GpuDir idle;
   std::ofstream(idle.path() / "config") << "count=4\nmemory_total_mib=97887\n";
-  const auto before = idle.nvidia_smi(k_apps_query);
+  const auto before = idle.nvidia_smi(k_gpus_apps_query);
   CHECK(before.exit_code == 0);
   CHECK(before.out.empty());
   const auto idle_gpus = lines_of(idle.nvidia_smi(k_gpu_query).out);
@@ -87,10 +87,10 @@ TEST_CASE("nvidia-smi before, during and after a server's life") {
   // answered on a loaded machine (a sanitized nvidia-smi takes 0.3 s to start).
   REQUIRE(server.wait_log("Load weight begin"));
   CHECK(connection_refused(server.port()));
-  REQUIRE(wait_until([&] { return lines_of(gpus.nvidia_smi(k_apps_query).out).size() == 2; }, k_ready_timeout));
-  const auto loading = parse_apps(gpus.nvidia_smi(k_apps_query).out);
+  REQUIRE(wait_until([&] { return lines_of(gpus.nvidia_smi(k_gpus_apps_query).out).size() == 2; }, k_ready_timeout));
+  const auto loading = parse_apps(gpus.nvidia_smi(k_gpus_apps_query).out);
   REQUIRE(server.wait_ready());
-  const auto apps = parse_apps(gpus.nvidia_smi(k_apps_query).out);
+  const auto apps = parse_apps(gpus.nvidia_smi(k_gpus_apps_query).out);
   REQUIRE(apps.size() == 2);
   CHECK(loading[0].mib <= apps[0].mib);
   CHECK(apps[0].mib > 80000);
@@ -107,7 +107,7 @@ TEST_CASE("nvidia-smi before, during and after a server's life") {
   CHECK(gpu_lines[0] == "0, " + apps[0].uuid + ", " + std::to_string(apps[0].mib) + ", 97887");
   CHECK(gpu_lines[1] == "1, " + apps[1].uuid + ", " + std::to_string(apps[1].mib) + ", 97887");
   CHECK(gpu_lines[2].ends_with(", 0, 97887"));
-  auto only_one = k_apps_query;
+  auto only_one = k_gpus_apps_query;
   only_one.insert(only_one.end(), {"-i", "1"});
   const auto restricted = parse_apps(gpus.nvidia_smi(only_one).out);
   REQUIRE(restricted.size() == 1);
@@ -121,7 +121,7 @@ TEST_CASE("nvidia-smi before, during and after a server's life") {
   // Killing only the server (not its group): tied workers follow it.
   server.process().signal(SIGKILL);
   REQUIRE(server.process().wait_exit(k_exit_timeout));
-  CHECK(wait_until([&] { return gpus.nvidia_smi(k_apps_query).out.empty(); }, k_exit_timeout));
+  CHECK(wait_until([&] { return gpus.nvidia_smi(k_gpus_apps_query).out.empty(); }, k_exit_timeout));
   CHECK(lines_of(gpus.nvidia_smi(k_gpu_query).out)[0].ends_with(", 0, 97887"));
 }
 
@@ -129,7 +129,7 @@ TEST_CASE("orphaned workers outlive their server, as SGLang's schedulers do") {
   Server server({"--tp-size", "2", "--sim-fault", "orphan-workers"});
   REQUIRE(server.wait_ready());
   auto& gpus = server.gpus();
-  const auto apps = parse_apps(gpus.nvidia_smi(k_apps_query).out);
+  const auto apps = parse_apps(gpus.nvidia_smi(k_gpus_apps_query).out);
   REQUIRE(apps.size() == 2);
   for (const auto& app : apps) {
     // Their own session: a kill of the server's process group misses them.
@@ -138,7 +138,7 @@ TEST_CASE("orphaned workers outlive their server, as SGLang's schedulers do") {
   server.process().kill_group();
   REQUIRE(server.process().wait_exit(k_exit_timeout));
   std::this_thread::sleep_for(300ms);
-  const auto survivors = parse_apps(gpus.nvidia_smi(k_apps_query).out);
+  const auto survivors = parse_apps(gpus.nvidia_smi(k_gpus_apps_query).out);
   REQUIRE(survivors.size() == 2);
   for (const auto& app : survivors) {
     CHECK(alive(app.pid));
@@ -149,7 +149,7 @@ TEST_CASE("orphaned workers outlive their server, as SGLang's schedulers do") {
   for (const auto& app : survivors) {
     ::kill(app.pid, SIGKILL);
   }
-  CHECK(wait_until([&] { return gpus.nvidia_smi(k_apps_query).out.empty(); }, k_exit_timeout));
+  CHECK(wait_until([&] { return gpus.nvidia_smi(k_gpus_apps_query).out.empty(); }, k_exit_timeout));
 }
 
 TEST_CASE("a link named nvidia-smi answers like the real tool") {
@@ -170,7 +170,7 @@ TEST_CASE("a link named nvidia-smi answers like the real tool") {
   CHECK(gpu_lines[7].ends_with(", 0, 143771"));
   // UUIDs are stable from call to call.
   CHECK(lines_of(run(k_gpu_query).out) == gpu_lines);
-  CHECK(run(k_apps_query).out.empty());
+  CHECK(run(k_gpus_apps_query).out.empty());
 
   const auto bad_field = run({"--query-gpu=index,bogus", "--format=csv"});
   CHECK(bad_field.exit_code == 2);

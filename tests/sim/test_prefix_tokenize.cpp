@@ -22,7 +22,7 @@ json post_json(const Server& server, const std::string& path, const json& body, 
   return json::parse(result.body);
 }
 
-std::set<std::string> keys_of(const json& object) {
+std::set<std::string> keys_in(const json& object) {
   std::set<std::string> keys;
   for (const auto& [key, value] : object.items()) {
     keys.insert(key);
@@ -103,7 +103,7 @@ TEST_CASE("tokenize: vLLM's shape, count equal to usage.prompt_tokens for a prom
   REQUIRE(server.wait_ready());
   const std::string text = "Explain the theory of general relativity in detail, with examples.";
   const auto reply = post_json(server, "/tokenize", {{"model", "/models/Llama"}, {"prompt", text}});
-  CHECK(keys_of(reply) == std::set<std::string>{"count", "max_model_len", "tokens", "token_strs"});
+  CHECK(keys_in(reply) == std::set<std::string>{"count", "max_model_len", "tokens", "token_strs"});
   CHECK(reply["token_strs"].is_null());
   CHECK(reply["max_model_len"] == 262144);
   CHECK(reply["tokens"].size() == reply["count"].get<std::size_t>());
@@ -131,7 +131,7 @@ TEST_CASE("tokenize: llama.cpp's {content} -> {tokens}, with_pieces, count equal
   REQUIRE(server.wait_ready());
   const std::string text = "The quick brown fox jumps over the lazy dog.";
   const auto reply = post_json(server, "/tokenize", {{"content", text}});
-  CHECK(keys_of(reply) == std::set<std::string>{"tokens"});
+  CHECK(keys_in(reply) == std::set<std::string>{"tokens"});
   REQUIRE(reply["tokens"].is_array());
   CHECK(reply["tokens"].front().is_number_integer());
   CHECK(static_cast<int>(reply["tokens"].size()) == completion_prompt_tokens(server, text));
@@ -141,7 +141,7 @@ TEST_CASE("tokenize: llama.cpp's {content} -> {tokens}, with_pieces, count equal
   REQUIRE(pieces.size() == reply["tokens"].size());
   std::string joined;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
-    CHECK(keys_of(pieces[i]) == std::set<std::string>{"id", "piece"});
+    CHECK(keys_in(pieces[i]) == std::set<std::string>{"id", "piece"});
     CHECK(pieces[i]["id"] == reply["tokens"][i]);
     joined += pieces[i]["piece"].get<std::string>();
   }
@@ -156,7 +156,7 @@ TEST_CASE("tokenize: SGLang's /tokenize and /v1/tokenize, exactly one of prompt 
   for (const char* path : {"/tokenize", "/v1/tokenize"}) {
     CAPTURE(path);
     const auto reply = post_json(server, path, {{"model", "m"}, {"prompt", text}});
-    CHECK(keys_of(reply) == std::set<std::string>{"tokens", "count", "max_model_len"});
+    CHECK(keys_in(reply) == std::set<std::string>{"tokens", "count", "max_model_len"});
     CHECK(reply["count"] == completion_prompt_tokens(server, text));
     CHECK(reply["tokens"].size() == reply["count"].get<std::size_t>());
   }

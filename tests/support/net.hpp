@@ -11,11 +11,11 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
-
-#include <sys/types.h>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace specctl::test {
 

@@ -47,7 +47,7 @@ RequestRecord record_of(int index, bool ok) {
   return r;
 }
 
-LevelResult level_of(int concurrency) {
+LevelResult wire_level(int concurrency) {
   LevelResult level;
   level.concurrency = concurrency;
   for (int i = 0; i < 5; ++i) {
@@ -75,7 +75,7 @@ void check_same(const LevelResult& a, const LevelResult& b) {
 
 TEST_CASE("bench results survive the trip through JSON text unchanged") {
   SUBCASE("a closed-loop level with failures, NaN latencies and every record") {
-    LevelResult level = level_of(4);
+    LevelResult level = wire_level(4);
     json wire = json::parse(to_wire(level).dump());
     LevelResult back = level_from_wire(wire);
     check_same(level, back);
@@ -97,7 +97,7 @@ TEST_CASE("bench results survive the trip through JSON text unchanged") {
   }
   SUBCASE("an open-loop level at an infinite rate keeps its infinity") {
     RateResult rates;
-    LevelResult level = level_of(8);
+    LevelResult level = wire_level(8);
     level.rate = std::numeric_limits<double>::infinity();
     level.max_concurrency = 8;
     level.burstiness = 0.5;
@@ -112,7 +112,7 @@ TEST_CASE("bench results survive the trip through JSON text unchanged") {
   }
   SUBCASE("single stream runs and concurrency levels") {
     SingleStreamResult single;
-    single.level = level_of(1);
+    single.level = wire_level(1);
     single.runs = {{1, true, 91.5, 95.25, 32, 41, 350}, {2, false, 0, 0, 0, NAN, NAN}};
     single.mean = 91.5;
     single.median = 91.5;
@@ -124,16 +124,16 @@ TEST_CASE("bench results survive the trip through JSON text unchanged") {
     CHECK(std::isnan(back.runs[1].ttft_ms));
 
     ConcurrencyResult levels;
-    levels.levels = {level_of(1), level_of(10)};
+    levels.levels = {wire_level(1), wire_level(10)};
     ConcurrencyResult again = concurrency_from_wire(json::parse(to_wire(levels).dump()));
     REQUIRE(again.levels.size() == 2);
     check_same(levels.levels[1], again.levels[1]);
   }
   SUBCASE("a broken document names the field") {
-    json wire = to_wire(level_of(2));
+    json wire = to_wire(wire_level(2));
     wire.erase("completed");
     CHECK_THROWS_WITH_AS(level_from_wire(wire), doctest::Contains("\"completed\" is missing"), specctl::Error);
-    wire = to_wire(level_of(2));
+    wire = to_wire(wire_level(2));
     wire["records"][0]["ttft_ms"] = "fast";
     CHECK_THROWS_WITH_AS(level_from_wire(wire), doctest::Contains("\"ttft_ms\" is not a number"), specctl::Error);
   }

@@ -173,17 +173,17 @@ TEST_CASE("bench::make_workload(ShareGptSpec) keeps vLLM's valid conversations a
   SUBCASE("provenance names the file by size and SHA-256") {
     const auto workload = make_workload(ShareGptSpec{.file = file, .num_prompts = 2, .seed = 9});
     REQUIRE(workload.has_value());
-    const nlohmann::ordered_json json = workload->provenance.to_json();
+    const nlohmann::ordered_json provenance = workload->provenance.to_json();
     std::vector<std::string> keys;
-    for (const auto& item : json.items()) {
+    for (const auto& item : provenance.items()) {
       keys.push_back(item.key());
     }
     CHECK(keys == std::vector<std::string>{"source", "path", "size", "sha256", "seed", "available", "filters", "ids"});
-    CHECK(json["source"] == "sharegpt");
-    CHECK(json["size"] == fs::file_size(file));
-    CHECK(json["sha256"].get<std::string>().size() == 64);
-    CHECK(json["seed"] == 9);
-    CHECK(json["ids"].size() == 2);
+    CHECK(provenance["source"] == "sharegpt");
+    CHECK(provenance["size"] == fs::file_size(file));
+    CHECK(provenance["sha256"].get<std::string>().size() == 64);
+    CHECK(provenance["seed"] == 9);
+    CHECK(provenance["ids"].size() == 2);
   }
   SUBCASE("errors name the file") {
     CHECK(message_of(make_workload(ShareGptSpec{.file = file + ".missing"})) ==

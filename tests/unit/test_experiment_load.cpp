@@ -173,19 +173,19 @@ TEST_CASE("a template named by path is found next to the file that names it, not
 
 namespace {
 
-struct Loaded {
+struct LoadedBody {
   Experiment experiment;
   // Every message, one a line, with the file's path replaced by "sweep.yaml".
   std::string messages;
 };
 
-Loaded load_text(const std::string& body) {
+LoadedBody load_body(const std::string& body) {
   namespace fs = std::filesystem;
   setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
   setenv("SPECCTL_SSH_CONFIG", "/nonexistent", 1);
   const fs::path file = fs::temp_directory_path() / ("specctl-test-honest-" + std::to_string(getpid()) + ".yaml");
   std::ofstream(file) << "name: t\nserver: {template: sglang, model: /m}\n" << body;
-  Loaded out;
+  LoadedBody out;
   Diagnostics diag;
   out.experiment = load_experiment(file.string(), diag);
   for (const auto& d : diag.sorted()) {
@@ -207,9 +207,9 @@ TEST_CASE("repeats: 3 by default when variants are compared, else 1, the default
                                  "  - {name: open, kind: rate, rates: [2], duration: 10s, repeats: 2}\n"
                                  "  - {name: fixed, kind: concurrency, levels: [1], timeout: 5m}\n"
                                  "  - {name: single, kind: single_stream}\n";
-  auto one = load_text("variants: [{name: a}]\n" + benchmarks);
+  auto one = load_body("variants: [{name: a}]\n" + benchmarks);
   REQUIRE(one.messages.empty());
-  auto two = load_text("variants: [{name: a}, {name: b}]\n" + benchmarks);
+  auto two = load_body("variants: [{name: a}, {name: b}]\n" + benchmarks);
   REQUIRE(two.messages.empty());
   const auto& par1 = *one.experiment.find_benchmark("par");
   const auto& par2 = *two.experiment.find_benchmark("par");
@@ -233,7 +233,7 @@ TEST_CASE("repeats: 3 by default when variants are compared, else 1, the default
 }
 
 TEST_CASE("repeats and unique_prompts: what the file may say") {
-  auto ok = load_text("variants: [{name: a}]\nbenchmarks:\n"
+  auto ok = load_body("variants: [{name: a}]\nbenchmarks:\n"
                       "  - {name: s, kind: single_stream, unique_prompts: false}\n"
                       "  - {name: p, kind: concurrency, levels: [2], repeats: 1000, unique_prompts: false}\n");
   REQUIRE(ok.messages.empty());
@@ -242,7 +242,7 @@ TEST_CASE("repeats and unique_prompts: what the file may say") {
   CHECK(ok.experiment.find_benchmark("p")->describe() ==
         "concurrency 2: max(2 x level, 10) requests per level, 512 tokens, the 3 seed prompts, x1000 repeats, prompts "
         "sent verbatim");
-  auto bad = load_text("variants: [{name: a}]\nbenchmarks:\n"
+  auto bad = load_body("variants: [{name: a}]\nbenchmarks:\n"
                        "  - {name: p, kind: concurrency, levels: [2], repeats: 0}\n"
                        "  - {name: s, kind: single_stream, repeats: 2}\n"
                        "  - {name: c, kind: command, run: x, parse: '(\\d+)', unique_prompts: true}\n");
@@ -254,7 +254,7 @@ TEST_CASE("repeats and unique_prompts: what the file may say") {
 TEST_CASE("the A/A repeat: report.noise and repeat_of") {
   const std::string benchmarks = "benchmarks: [{name: single, kind: single_stream}]\n";
   SUBCASE("noise: true repeats the baseline last; the baseline runs first") {
-    auto l = load_text("variants:\n  - {name: a}\n  - {name: b, knobs: {tp: 2}}\n  - {name: c}\n" + benchmarks +
+    auto l = load_body("variants:\n  - {name: a}\n  - {name: b, knobs: {tp: 2}}\n  - {name: c}\n" + benchmarks +
                        "report: {baseline: b, noise: true, max_failed: 10%}\n");
     REQUIRE(l.messages.empty());
     const auto& e = l.experiment;
@@ -268,7 +268,7 @@ TEST_CASE("the A/A repeat: report.noise and repeat_of") {
     CHECK_FALSE(e.variants.front().repeat_of);
   }
   SUBCASE("a repeat written out, before what it repeats, goes last") {
-    auto l = load_text("variants:\n  - {name: a2, repeat_of: a, description: twice}\n  - {name: a, knobs: {tp: 4}}\n"
+    auto l = load_body("variants:\n  - {name: a2, repeat_of: a, description: twice}\n  - {name: a, knobs: {tp: 4}}\n"
                        "  - {name: b}\n" +
                        benchmarks);
     REQUIRE(l.messages.empty());
@@ -282,7 +282,7 @@ TEST_CASE("the A/A repeat: report.noise and repeat_of") {
     CHECK(e.variants.back().server.knobs.at("tp").value == 4);
   }
   SUBCASE("mistakes") {
-    auto l = load_text("variants:\n"
+    auto l = load_body("variants:\n"
                        "  - {name: a}\n"
                        "  - {name: r1, repeat_of: a, knobs: {tp: 2}, benchmarks: [single]}\n"
                        "  - {name: r2, repeat_of: aa}\n"
@@ -307,7 +307,7 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
   std::ofstream(data) << "{\"prompt\": \"one\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"two\"}]}\n";
   const std::string file = data.filename().string();
   SUBCASE("every source, described; random and shared_prefix sent verbatim") {
-    auto ok = load_text("variants: [{name: a}]\nbenchmarks:\n"
+    auto ok = load_body("variants: [{name: a}]\nbenchmarks:\n"
                         "  - {name: j, kind: single_stream, endpoint: chat, prompts: {jsonl: {file: " +
                         file +
                         ", seed: 4}}}\n"
@@ -330,7 +330,7 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
     CHECK(ok.experiment.find_benchmark("s")->prompts.describe() == "specdec: all prompts, 8 categories (seed 0)");
   }
   SUBCASE("mistakes are one line each, at their key") {
-    auto bad = load_text("variants: [{name: a}]\nbenchmarks:\n"
+    auto bad = load_body("variants: [{name: a}]\nbenchmarks:\n"
                          "  - {name: j, kind: single_stream, prompts: {jsonl: {file: " +
                          file +
                          "}}}\n"
@@ -358,7 +358,7 @@ TEST_CASE("prompts: workload sources, read and checked before anything launches"
 }
 
 TEST_CASE("slo and bisect: the bounds in order, the description, and a timeout that counts the bisected rates") {
-  auto loaded = load_text("variants: [{name: a}]\nbenchmarks:\n"
+  auto loaded = load_body("variants: [{name: a}]\nbenchmarks:\n"
                           "  - {name: open, kind: rate, rates: [1, 8], duration: 30s, max_tokens: 32,\n"
                           "     slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50.5}, bisect: 3}\n"
                           "  - {name: plain, kind: rate, rates: [1, 8], duration: 30s, max_tokens: 32}\n"

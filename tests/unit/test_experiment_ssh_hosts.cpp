@@ -20,14 +20,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Loaded {
+struct LoadedHosts {
   Experiment experiment;
   std::string errors;
   std::string warnings;
 };
 
 // The experiment `hosts` (a hosts: block) with `config` as the user's ~/.ssh/config.
-Loaded load_hosts(const std::string& hosts, const std::string& config = "") {
+LoadedHosts load_hosts(const std::string& hosts, const std::string& config = "") {
   test::TempDir dir("specctl-ssh-hosts");
   {
     std::ofstream(dir.path() / "ssh_config") << config;
@@ -39,7 +39,7 @@ Loaded load_hosts(const std::string& hosts, const std::string& config = "") {
   }
   test::EnvGuard config_path("SPECCTL_SSH_CONFIG", (dir.path() / "ssh_config").string());
   util::Diagnostics diag;
-  Loaded out;
+  LoadedHosts out;
   out.experiment = load_experiment((dir.path() / "e.yaml").string(), diag);
   for (const auto& d : diag.errors()) {
     out.errors += d.str() + "\n";

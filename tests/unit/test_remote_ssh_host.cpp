@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Generous: on a loaded CI machine a login shell alone can take a second.
-constexpr auto k_command_timeout = std::chrono::seconds{20};
+constexpr auto k_ssh_command_timeout = std::chrono::seconds{20};
 
 } // namespace
 
@@ -42,28 +42,28 @@ TEST_CASE("ssh host runs commands and reports output and exit codes") {
   CHECK(host->describe() == "testnode (" + sshd->user() + "@127.0.0.1:" + std::to_string(sshd->port()) + ")");
 
   SUBCASE("stdout, stderr and the exit code come back separately") {
-    auto result = host->exec("echo out; echo err >&2; exit 3", k_command_timeout);
+    auto result = host->exec("echo out; echo err >&2; exit 3", k_ssh_command_timeout);
     REQUIRE(result);
     CHECK(result->out == "out\n");
     CHECK(result->err == "err\n");
     CHECK(result->exit_code == 3);
     CHECK_FALSE(result->timed_out);
-    auto ok = host->exec("true", k_command_timeout);
+    auto ok = host->exec("true", k_ssh_command_timeout);
     REQUIRE(ok);
     CHECK(ok->exit_code == 0);
   }
   SUBCASE("a command killed by a signal reports 128 + the signal, as a shell does") {
-    auto result = host->exec("kill -TERM $$", k_command_timeout);
+    auto result = host->exec("kill -TERM $$", k_ssh_command_timeout);
     REQUIRE(result);
     CHECK(result->exit_code == 143);
   }
   SUBCASE("stdin is empty, so a command reading it does not hang") {
-    auto result = host->exec("cat; echo after", k_command_timeout);
+    auto result = host->exec("cat; echo after", k_ssh_command_timeout);
     REQUIRE(result);
     CHECK(result->out == "after\n");
   }
   SUBCASE("the exit status survives a command that closes its output early") {
-    auto result = host->exec("exec >/dev/null 2>&1; sleep 1; exit 7", k_command_timeout);
+    auto result = host->exec("exec >/dev/null 2>&1; sleep 1; exit 7", k_ssh_command_timeout);
     REQUIRE(result);
     CHECK(result->exit_code == 7);
   }
@@ -76,7 +76,7 @@ TEST_CASE("ssh host runs commands and reports output and exit codes") {
                                       "=x"};
     std::vector<std::string> argv = {"printf", "%s\\0"};
     argv.insert(argv.end(), words.begin(), words.end());
-    auto result = host->exec(specctl::util::shell_join(argv), k_command_timeout);
+    auto result = host->exec(specctl::util::shell_join(argv), k_ssh_command_timeout);
     REQUIRE(result);
     CHECK(result->exit_code == 0);
     CHECK(split_nul(result->out) == words);
@@ -129,7 +129,7 @@ TEST_CASE("ssh host kills a command that outlives its timeout") {
   CHECK(took < 10s);
   // The remote timeout kills the command's whole process group a moment later.
   CHECK(wait_until([&] { return !process_running(child) && !process_running(main); }));
-  auto after = host->exec("echo still usable", k_command_timeout);
+  auto after = host->exec("echo still usable", k_ssh_command_timeout);
   REQUIRE(after);
   CHECK(after->out == "still usable\n");
   SUBCASE("a non-positive timeout is refused") {
@@ -179,14 +179,14 @@ TEST_CASE("ssh host checks the host key against known_hosts") {
     target.host_key_policy = HostKeyPolicy::accept_new;
     {
       auto host = require_host(target, *sshd);
-      auto result = host->exec("echo hello", k_command_timeout);
+      auto result = host->exec("echo hello", k_ssh_command_timeout);
       REQUIRE(result);
       CHECK(result->out == "hello\n");
     }
     CHECK(read_file(file) == sshd->known_hosts_line());
     target.host_key_policy = HostKeyPolicy::strict;
     auto again = require_host(target, *sshd);
-    CHECK(again->exec("true", k_command_timeout));
+    CHECK(again->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("hashed known_hosts entries are understood") {
     auto file = sshd->dir() / "hashed_known_hosts";
@@ -196,7 +196,7 @@ TEST_CASE("ssh host checks the host key against known_hosts") {
     REQUIRE(read_file(file).starts_with("|1|"));
     target.known_hosts = file.string();
     auto host = require_host(target, *sshd);
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("a plain host entry does not vouch for another port of that host") {
     auto file = sshd->dir() / "port22_known_hosts";
@@ -239,13 +239,13 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
     fs::copy_file(sshd->user_key(), sshd->dir() / "lonely_key");
     target.identities = {(sshd->dir() / "lonely_key").string()};
     auto host = require_host(target, *sshd);
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("~ in the identity is the home directory") {
     fs::copy_file(sshd->user_key(), home / ".ssh" / "custom");
     target.identities = {"~/.ssh/custom"};
     auto host = require_host(target, *sshd);
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("without an identity, ssh-agent is used") {
     auto agent = TestSshAgent::start(sshd->dir());
@@ -255,13 +255,13 @@ TEST_CASE("ssh host authenticates with an identity file, ssh-agent or the defaul
     EnvGuard with_agent("SSH_AUTH_SOCK", (*agent)->socket().string());
     target.identities.clear();
     auto host = require_host(target, *sshd);
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("without an identity or agent, ~/.ssh/id_ed25519 is used") {
     fs::copy_file(sshd->user_key(), home / ".ssh" / "id_ed25519");
     target.identities.clear();
     auto host = require_host(target, *sshd);
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_ssh_command_timeout));
   }
   SUBCASE("with nothing to try, the message says what was looked for") {
     target.identities.clear();

@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 // Generous: on a loaded CI machine a login shell alone can take a second.
-constexpr auto k_command_timeout = std::chrono::seconds{20};
+constexpr auto k_tunnel_command_timeout = std::chrono::seconds{20};
 
 } // namespace
 
@@ -64,7 +64,7 @@ TEST_CASE("ssh tunnel forwards TCP connections to a port on the node") {
     }
     CHECK(echo.connections() == k_connections);
     // Commands still run beside the tunnel.
-    CHECK(host->exec("true", k_command_timeout));
+    CHECK(host->exec("true", k_tunnel_command_timeout));
   }
   SUBCASE("a connection to a closed port on the node is closed at once") {
     auto port = host->open_tunnel("127.0.0.1", free_port());
@@ -124,7 +124,7 @@ TEST_CASE("ssh tunnel to a target that never answers gives up on the client, not
   for (int filler : fillers) {
     ::close(filler);
   }
-  auto result = host->exec("echo ok", k_command_timeout);
+  auto result = host->exec("echo ok", k_tunnel_command_timeout);
   REQUIRE(result);
   CHECK(result->out == "ok\n");
   CHECK(host->reconnect_count() == 0);
@@ -151,15 +151,15 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     ::close(held);
     CHECK(wait_until([&] { return host->reconnect_count() >= 1; }));
     CHECK(round_trip(*port, "after") == std::optional<std::string>("after"));
-    auto result = host->exec("echo again", k_command_timeout);
+    auto result = host->exec("echo again", k_tunnel_command_timeout);
     REQUIRE(result);
     CHECK(result->out == "again\n");
   }
   SUBCASE("a command issued right after the drop runs on the new connection") {
     auto host = require_host(target, *sshd);
-    REQUIRE(host->exec("true", k_command_timeout));
+    REQUIRE(host->exec("true", k_tunnel_command_timeout));
     REQUIRE(sshd->kill_sessions() > 0);
-    auto result = host->exec("echo hi", k_command_timeout);
+    auto result = host->exec("echo hi", k_tunnel_command_timeout);
     REQUIRE_MESSAGE(result, (result ? "" : result.error().what()));
     CHECK(result->out == "hi\n");
     CHECK(host->reconnect_count() == 1);
@@ -176,7 +176,7 @@ TEST_CASE("ssh host reconnects after the connection drops") {
     REQUIRE_FALSE(result);
     CHECK(std::string(result.error().what()).find("connection lost while running") != std::string::npos);
     CHECK(std::string(result.error().what()).find("it was not run again") != std::string::npos);
-    auto after = host->exec("echo back", k_command_timeout);
+    auto after = host->exec("echo back", k_tunnel_command_timeout);
     REQUIRE(after);
     CHECK(after->out == "back\n");
     CHECK(read_file(runs) == "run\n");

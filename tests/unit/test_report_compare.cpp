@@ -21,12 +21,12 @@ using specctl::test::read_file;
 
 namespace {
 
-const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
+const fs::path k_compare_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
 
 // A copy of a fixture run as `after`, with `variant`'s output tok/s at each level times factor(concurrency).
 fs::path scaled_copy(const specctl::test::TempDir& dir, const std::string& fixture, const std::string& variant,
                      const std::function<double(int)>& factor) {
-  fs::copy(k_data / fixture, dir / "after", fs::copy_options::recursive);
+  fs::copy(k_compare_data / fixture, dir / "after", fs::copy_options::recursive);
   auto path = dir / "after" / "variants" / variant / "result.json";
   auto doc = nlohmann::json::parse(read_file(path));
   for (auto& level : doc["benchmarks"]["parallel"]["levels"]) {
@@ -49,7 +49,7 @@ const report::VariantChange& change_of(const report::Comparison& c, std::string_
 
 TEST_CASE("report: compare two runs, before and after") {
   specctl::test::TempDir dir;
-  fs::copy(k_data / "sweep", dir / "after", fs::copy_options::recursive);
+  fs::copy(k_compare_data / "sweep", dir / "after", fs::copy_options::recursive);
   // After: eagle3's runs slower (147 → 120 ± 3), baseline unchanged, eagle3-steps4 failing now.
   auto path = dir / "after" / "variants" / "eagle3" / "result.json";
   auto doc = nlohmann::json::parse(read_file(path));
@@ -63,7 +63,7 @@ TEST_CASE("report: compare two runs, before and after") {
   doc["reason"] = "load: timed out";
   std::ofstream(steps4) << doc.dump();
 
-  auto c = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after"));
+  auto c = report::compare_runs(report::read_run(k_compare_data / "sweep"), report::read_run(dir / "after"));
   REQUIRE(c.variants.size() == 5);
   CHECK(c.regressed());
   const auto& base = c.variants[0];
@@ -85,22 +85,24 @@ TEST_CASE("report: compare two runs, before and after") {
   auto junit = report::compare_junit(c);
   CHECK(junit.find("tests=\"5\" failures=\"2\"") != std::string::npos);
 
-  auto same = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(k_data / "sweep"));
+  auto same =
+      report::compare_runs(report::read_run(k_compare_data / "sweep"), report::read_run(k_compare_data / "sweep"));
   CHECK_FALSE(same.regressed());
 
   // A different experiment is refused by name.
   auto run = nlohmann::json::parse(read_file(dir / "after" / "run.json"));
   run["experiment"] = "other";
   std::ofstream(dir / "after" / "run.json") << run.dump();
-  CHECK_THROWS_WITH_AS(report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(dir / "after")),
-                       doctest::Contains("holds \"other\": compare runs of the same experiment"), specctl::Error);
+  CHECK_THROWS_WITH_AS(
+      report::compare_runs(report::read_run(k_compare_data / "sweep"), report::read_run(dir / "after")),
+      doctest::Contains("holds \"other\": compare runs of the same experiment"), specctl::Error);
 }
 
 TEST_CASE("report: compare declares a regression only outside the intervals and the A/A noise") {
   specctl::test::TempDir dir;
   // After: eagle3 at c8 2% slower (within the 3.3% A/A noise), at c64 10% slower.
   auto after = scaled_copy(dir, "honest", "eagle3", [](int c) { return c == 8 ? 0.98 : c == 64 ? 0.9 : 1.0; });
-  auto c = report::compare_runs(report::read_run(k_data / "honest"), report::read_run(after));
+  auto c = report::compare_runs(report::read_run(k_compare_data / "honest"), report::read_run(after));
   const report::VariantChange* eagle = &change_of(c, "eagle3");
   REQUIRE(eagle->levels.size() == 3);
   CHECK(eagle->levels[0].verdict == Verdict::inconclusive);
@@ -123,7 +125,7 @@ TEST_CASE("report: compare's CSV and JSON say what its model says, and a variant
   // After: eagle3 10% faster at every level; eagle3-steps4 has no result (the run stopped before it).
   auto after = scaled_copy(dir, "sweep", "eagle3", [](int) { return 1.1; });
   fs::remove(after / "variants" / "eagle3-steps4" / "result.json");
-  auto c = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(after));
+  auto c = report::compare_runs(report::read_run(k_compare_data / "sweep"), report::read_run(after));
   const auto& eagle = change_of(c, "eagle3");
   REQUIRE_FALSE(eagle.levels.empty());
   for (const auto& level : eagle.levels) {

@@ -27,7 +27,7 @@ std::size_t count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-std::string lower(std::string text) {
+std::string lowercase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
 }
@@ -101,7 +101,7 @@ TEST_CASE("report html: escapes text from the experiment file") {
   report.notes.push_back(hostile);
   const std::string html = to_html(report);
   CHECK(html.find(hostile) == std::string::npos);
-  CHECK(lower(html).find("<script") == std::string::npos);
+  CHECK(lowercase(html).find("<script") == std::string::npos);
   CHECK(count(html, "&lt;script&gt;&amp;&quot;&apos;") >= 5);
 }
 
@@ -154,7 +154,7 @@ TEST_CASE("report html: missing values never reach the page as nan") {
   report.commands[0].rows[0].second[0] = nan;
   report.expectations[0].measured = nan;
   report.expectations[0].delta_pct = nan;
-  const std::string html = lower(to_html(report));
+  const std::string html = lowercase(to_html(report));
   CHECK(html.find("nan") == std::string::npos);
   // The baseline's throughput line breaks at its missing c10: two single points, no polyline.
   const std::string throughput = figure_of(to_html(report), "throughput");
@@ -168,7 +168,7 @@ TEST_CASE("report html: self-contained, no script, same bytes every time") {
   CHECK(html.ends_with("</html>\n"));
   CHECK(html.find("http://") == std::string::npos);
   CHECK(html.find("https://") == std::string::npos);
-  CHECK(lower(html).find("<script") == std::string::npos);
+  CHECK(lowercase(html).find("<script") == std::string::npos);
   CHECK(html.find("@import") == std::string::npos);
   CHECK(html.find("url(") == std::string::npos);
   CHECK(html.find("@media (prefers-color-scheme: dark)") != std::string::npos);
@@ -292,5 +292,5 @@ TEST_CASE("report html: per-category tables and request length histograms of the
   CHECK(inputs[0].find("<figcaption>Prompt tokens of all 6 completed requests of single, as baseline ran them, in "
                        "bins of 64 tokens; the same in eagle3; different in old.</figcaption>") != std::string::npos);
   CHECK(outputs[1].find("as eagle3 ran them, in bins of 64 tokens.</figcaption>") != std::string::npos);
-  CHECK(lower(html).find("<script") == std::string::npos);
+  CHECK(lowercase(html).find("<script") == std::string::npos);
 }

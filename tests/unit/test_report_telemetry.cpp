@@ -25,7 +25,7 @@ using specctl::test::read_file;
 
 namespace {
 
-const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
+const fs::path k_telemetry_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
 
 std::size_t count(const std::string& text, const std::string& needle) {
   std::size_t n = 0;
@@ -36,7 +36,7 @@ std::size_t count(const std::string& text, const std::string& needle) {
 }
 
 report::Report telemetry_report() {
-  return report::build_report(report::read_run(k_data / "telemetry"));
+  return report::build_report(report::read_run(k_telemetry_data / "telemetry"));
 }
 
 template <typename Row> const Row& row_of(const std::vector<Row>& rows, std::string_view variant) {
@@ -301,7 +301,7 @@ TEST_CASE("report telemetry: the power over time of each variant, from its telem
 
 TEST_CASE("report telemetry: a long or damaged telemetry.csv") {
   specctl::test::TempDir dir;
-  fs::copy(k_data / "telemetry", dir / "run", fs::copy_options::recursive);
+  fs::copy(k_telemetry_data / "telemetry", dir / "run", fs::copy_options::recursive);
   std::string csv = read_file(dir / "run" / "variants" / "baseline" / "telemetry.csv");
   csv += "parallel,c64,1,oops,0,1,,,,,,,,,\n";
   // An hour at 500 ms: averaged in runs, so the plot stays a reasonable size.
@@ -364,7 +364,7 @@ report:
 
 TEST_CASE("report telemetry: compare reports tok/J changes by the rule of tok/s") {
   specctl::test::TempDir dir;
-  fs::copy(k_data / "telemetry", dir / "after", fs::copy_options::recursive);
+  fs::copy(k_telemetry_data / "telemetry", dir / "after", fs::copy_options::recursive);
   // After: eagle3's tok/J 20% lower at c8 in both repeats, its tok/s unchanged.
   auto path = dir / "after" / "variants" / "eagle3" / "result.json";
   auto doc = nlohmann::json::parse(read_file(path));
@@ -376,7 +376,7 @@ TEST_CASE("report telemetry: compare reports tok/J changes by the rule of tok/s"
     }
   }
   specctl::test::write_file(path, doc.dump());
-  auto c = report::compare_runs(report::read_run(k_data / "telemetry"), report::read_run(dir / "after"));
+  auto c = report::compare_runs(report::read_run(k_telemetry_data / "telemetry"), report::read_run(dir / "after"));
   const report::VariantChange* eagle = nullptr;
   for (const auto& v : c.variants) {
     eagle = v.variant == "eagle3" ? &v : eagle;
@@ -412,10 +412,12 @@ TEST_CASE("report telemetry: compare reports tok/J changes by the rule of tok/s"
   CHECK(report::compare_junit(c).find("parallel c8 tok/J 0.80×") != std::string::npos);
 
   // The same run twice: nothing changed, nothing regressed.
-  auto same = report::compare_runs(report::read_run(k_data / "telemetry"), report::read_run(k_data / "telemetry"));
+  auto same = report::compare_runs(report::read_run(k_telemetry_data / "telemetry"),
+                                   report::read_run(k_telemetry_data / "telemetry"));
   CHECK_FALSE(same.regressed());
   // A run without telemetry compares as before: no tok/J anywhere.
-  auto plain = report::compare_runs(report::read_run(k_data / "sweep"), report::read_run(k_data / "sweep"));
+  auto plain =
+      report::compare_runs(report::read_run(k_telemetry_data / "sweep"), report::read_run(k_telemetry_data / "sweep"));
   CHECK(report::compare_markdown(plain).find("tok/J") == std::string::npos);
   CHECK(report::compare_csv(plain).find("tok_per_j") == std::string::npos);
   CHECK(report::compare_json(plain).find("tok_per_j") == std::string::npos);
@@ -424,7 +426,7 @@ TEST_CASE("report telemetry: compare reports tok/J changes by the rule of tok/s"
 TEST_CASE("report telemetry: results without telemetry render as they did") {
   for (const char* fixture : {"honest", "sweep", "categories"}) {
     CAPTURE(fixture);
-    auto r = report::build_report(report::read_run(k_data / fixture));
+    auto r = report::build_report(report::read_run(k_telemetry_data / fixture));
     CHECK_FALSE(r.has_telemetry());
     CHECK(r.power.empty());
     for (const auto& text : {report::to_markdown(r), report::to_csv(r), report::to_json(r), report::to_html(r),
@@ -439,7 +441,7 @@ TEST_CASE("report telemetry: results without telemetry render as they did") {
 
 TEST_CASE("report telemetry: golden Markdown, CSV, JSON, JUnit and terminal of the telemetry fixture") {
   auto r = telemetry_report();
-  const fs::path golden = k_data / "golden";
+  const fs::path golden = k_telemetry_data / "golden";
   check_golden(report::to_markdown(r), golden / "telemetry.md");
   check_golden(report::to_csv(r), golden / "telemetry.csv");
   check_golden(report::to_json(r), golden / "telemetry.json");

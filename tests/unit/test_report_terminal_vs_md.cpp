@@ -18,7 +18,7 @@ namespace report = specctl::report;
 
 namespace {
 
-const fs::path k_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
+const fs::path k_md_data = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "report";
 
 // A Markdown table as written by util::TextTable: a header, a rule, rows.
 struct Table {
@@ -100,7 +100,7 @@ std::map<std::string, std::vector<Table>> tables_of(const std::string& markdown)
 
 std::vector<fs::path> fixtures() {
   std::vector<fs::path> out;
-  for (const auto& entry : fs::directory_iterator(k_data)) {
+  for (const auto& entry : fs::directory_iterator(k_md_data)) {
     if (fs::exists(entry.path() / "run.json")) {
       out.push_back(entry.path());
     }

@@ -21,7 +21,7 @@ using specctl::util::shell_quote;
 
 namespace {
 
-specctl::remote::CommandResult run(const std::string& line) {
+specctl::remote::CommandResult run_shell(const std::string& line) {
   specctl::remote::LocalHost here;
   auto ran = here.exec(line);
   REQUIRE(ran);
@@ -37,7 +37,7 @@ TEST_CASE("this program's bundle runs from its own loader and libraries, with an
   const std::string archive = dir.write("bundle.tar", *bundle);
   const fs::path unpacked = dir.path() / "b";
   fs::create_directories(unpacked);
-  auto untar = run("tar -xf " + shell_quote(archive) + " -C " + shell_quote(unpacked.string()));
+  auto untar = run_shell("tar -xf " + shell_quote(archive) + " -C " + shell_quote(unpacked.string()));
   REQUIRE_MESSAGE(untar.exit_code == 0, untar.err);
 
   // The C library, the C++ library and the loader are the bundle's own.
@@ -50,7 +50,7 @@ TEST_CASE("this program's bundle runs from its own loader and libraries, with an
   // The loader resolves every library from the bundle, none from /lib or /usr/lib.
   auto list = command;
   list.insert(list.begin() + 1, "--list");
-  auto listed = run("env -i " + specctl::util::shell_join(list));
+  auto listed = run_shell("env -i " + specctl::util::shell_join(list));
   INFO(listed.out << listed.err);
   REQUIRE(listed.exit_code == 0);
   int libraries = 0;
@@ -65,7 +65,7 @@ TEST_CASE("this program's bundle runs from its own loader and libraries, with an
   CHECK(libraries >= 3);
 
   // And it runs: this test program lists its own cases.
-  auto ran = run("env -i " + specctl::util::shell_join(command) + " --list-test-cases");
+  auto ran = run_shell("env -i " + specctl::util::shell_join(command) + " --list-test-cases");
   INFO(ran.err);
   CHECK(ran.exit_code == 0);
   CHECK(ran.out.find("this program's bundle runs from its own loader") != std::string::npos);

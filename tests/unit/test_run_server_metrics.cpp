@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::shared_ptr<const server::ServerTemplate> load(const std::string& name) {
+std::shared_ptr<const server::ServerTemplate> metrics_template(const std::string& name) {
   util::Diagnostics diag;
   auto tmpl = server::load_template(name, {"templates"}, diag, {});
   REQUIRE(tmpl);
@@ -80,7 +80,7 @@ struct CountingSink : specctl::sim::TokenSink {
 } // namespace
 
 TEST_CASE("server metrics from specsim decode lines") {
-  const auto tmpl = load("specsim");
+  const auto tmpl = metrics_template("specsim");
   const std::string window =
       "[2025-01-22 10:00:00] INFO:     127.0.0.1:5000 - \"POST /v1/completions HTTP/1.1\" 200 OK\n" +
       specsim_decode_line(8, 12345, 0.05, 3.21, 1234.56, 0) + "\n" +
@@ -162,7 +162,7 @@ TEST_CASE("server metrics from a simulated scheduler's log") {
   }
 
   const std::string window = file.text();
-  const auto metrics = run::scan_server_metrics(load("specsim")->log, window);
+  const auto metrics = run::scan_server_metrics(metrics_template("specsim")->log, window);
   const auto* accept = run::find_server_metric(metrics, "accept_length");
   REQUIRE(accept != nullptr);
   CHECK(accept->samples >= 5);
@@ -176,7 +176,7 @@ TEST_CASE("server metrics from a simulated scheduler's log") {
 }
 
 TEST_CASE("server metrics from vLLM log lines") {
-  const auto tmpl = load("vllm");
+  const auto tmpl = metrics_template("vllm");
   const std::string window =
       "\x1b[32m(APIServer pid=11980) INFO\x1b[0m 02-12 19:33:44 [loggers.py:123] Engine 000: Avg prompt throughput: "
       "52.0 tokens/s, Avg generation throughput: 123.4 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache "
@@ -214,7 +214,7 @@ TEST_CASE("server metrics from vLLM log lines") {
 }
 
 TEST_CASE("server metrics from an empty or silent window") {
-  const auto tmpl = load("sglang");
+  const auto tmpl = metrics_template("sglang");
   CHECK(run::scan_server_metrics(tmpl->log, "").empty());
   CHECK(run::scan_server_metrics(tmpl->log, "[2025-01-22 10:00:00] INFO:     Started server process [1]\n").empty());
 }

@@ -20,7 +20,7 @@ namespace {
 const fs::path k_corpus = fs::path(SPECCTL_TEST_SOURCE_DIR) / "tests" / "data" / "engine-logs";
 const std::string k_templates = std::string(SPECCTL_TEST_SOURCE_DIR) + "/templates";
 
-std::shared_ptr<const ServerTemplate> load(const std::string& name) {
+std::shared_ptr<const ServerTemplate> replay_template(const std::string& name) {
   specctl::util::Diagnostics diag;
   auto tmpl = load_template(name, {k_templates}, diag, {});
   for (const auto& d : diag.items()) {
@@ -148,7 +148,7 @@ TEST_CASE("every corpus log gives its expected verdict") {
   REQUIRE(all.size() >= 3);
   for (const auto& [dir, manifest] : all) {
     CAPTURE(dir.string());
-    auto tmpl = load(manifest["template"].as<std::string>());
+    auto tmpl = replay_template(manifest["template"].as<std::string>());
     std::set<std::string> listed;
     for (const auto& entry : manifest["files"]) {
       auto name = entry.first.as<std::string>();
@@ -170,7 +170,7 @@ TEST_CASE("every corpus log gives its expected verdict") {
 // The header lines that say where a log comes from must not be read as anything.
 TEST_CASE("corpus headers match no pattern") {
   for (const auto& [dir, manifest] : manifests()) {
-    LogMatcher matcher(load(manifest["template"].as<std::string>())->log);
+    LogMatcher matcher(replay_template(manifest["template"].as<std::string>())->log);
     for (const auto& entry : manifest["files"]) {
       std::istringstream text(read(dir / entry.first.as<std::string>()));
       std::string line;
@@ -189,7 +189,7 @@ TEST_CASE("every pattern of every template fires on the corpus") {
   std::map<std::string, std::vector<LogReplay>> replays;
   for (const auto& [dir, manifest] : manifests()) {
     for (const auto& name : strings(manifest["covers"])) {
-      auto tmpl = load(name);
+      auto tmpl = replay_template(name);
       for (const auto& entry : manifest["files"]) {
         replays[name].push_back(replay_log(*tmpl, read(dir / entry.first.as<std::string>())));
       }
@@ -198,7 +198,7 @@ TEST_CASE("every pattern of every template fires on the corpus") {
   for (const auto& name : available_templates({k_templates})) {
     CAPTURE(name);
     REQUIRE(replays.count(name) == 1);
-    auto tmpl = load(name);
+    auto tmpl = replay_template(name);
     const auto& log = tmpl->log;
     auto never = [&](const std::vector<std::size_t> LogReplay::*hits, std::size_t i) {
       return std::all_of(replays[name].begin(), replays[name].end(),
@@ -298,7 +298,7 @@ TEST_CASE("log replay") {
 }
 
 TEST_CASE("the SGLang template reads metrics from Decode lines only") {
-  LogMatcher m(load("sglang")->log);
+  LogMatcher m(replay_template("sglang")->log);
   auto prefill = m.classify("[2026-11-30 10:00:40 TP0] Prefill batch, #new-seq: 8, #new-token: 4096, #cached-token: 0, "
                             "token usage: 0.01, #running-req: 3, #queue-req: 24, ");
   CHECK(prefill.metrics.empty());

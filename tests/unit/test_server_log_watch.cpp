@@ -8,7 +8,7 @@ using namespace specctl::server;
 
 namespace {
 
-std::shared_ptr<const ServerTemplate> load(const std::string& name) {
+std::shared_ptr<const ServerTemplate> watch_template(const std::string& name) {
   specctl::util::Diagnostics diag;
   auto tmpl = load_template(name, {"templates"}, diag, {});
   REQUIRE(tmpl);
@@ -24,7 +24,7 @@ TEST_CASE("strip_ansi") {
 }
 
 TEST_CASE("sglang log lines") {
-  LogMatcher m(load("sglang")->log);
+  LogMatcher m(watch_template("sglang")->log);
   CHECK(m.classify("[2025-01-22 10:00:00] The server is fired up and ready to roll!").ready);
   CHECK_FALSE(m.classify("[2025-01-22 10:00:00 TP0] Load weight begin. avail mem=78.50 GB").ready);
   CHECK(m.classify("[2025-01-22 10:00:00 TP0] Load weight begin. avail mem=78.50 GB").milestone == "Load weight begin");
@@ -46,7 +46,7 @@ TEST_CASE("sglang log lines") {
 }
 
 TEST_CASE("vllm log lines, coloured") {
-  LogMatcher m(load("vllm")->log);
+  LogMatcher m(watch_template("vllm")->log);
   CHECK(m.classify("\x1b[32m(APIServer pid=11980) INFO\x1b[0m 02-12 19:33:44 [launcher.py:37] Application startup "
                    "complete.")
             .ready);
@@ -63,14 +63,14 @@ TEST_CASE("a line far longer than a regular expression can run over: its first 4
   const std::string huge(1 << 20, 'x');
   for (const char* name : {"sglang", "vllm", "llamacpp"}) {
     CAPTURE(name);
-    LogMatcher m(load(name)->log);
+    LogMatcher m(watch_template(name)->log);
     for (const std::string prefix : {"Decode batch. ", "SpecDecoding metrics: ", "prompt eval time = ",
                                      "Loading safetensors checkpoint shards:", "|  eval time = "}) {
       CHECK_FALSE(m.classify(prefix + huge).fatal);
       CHECK(m.matches(prefix + std::string(1 << 20, ' ')).metrics.empty());
     }
   }
-  LogMatcher sglang(load("sglang")->log);
+  LogMatcher sglang(watch_template("sglang")->log);
   CHECK(sglang.classify("The server is fired up and ready to roll! " + huge).ready);
   // A marker past the window is not seen.
   // Appended, not summed: g++ 12 at -O2 warns falsely (-Warray-bounds) on the sum.

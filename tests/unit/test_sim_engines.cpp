@@ -13,7 +13,7 @@ using namespace specctl::sim;
 
 namespace {
 
-std::expected<Options, ArgError> parse(std::vector<std::string> args) {
+std::expected<Options, ArgError> parse_engine_args(std::vector<std::string> args) {
   return parse_args(args);
 }
 
@@ -35,17 +35,17 @@ std::vector<nlohmann::json> events_of(const std::string& stream) {
 
 TEST_CASE("sim engines: --sim-engine picks the personality") {
   SUBCASE("default sglang") {
-    const auto options = parse({"--model-path", "/m"});
+    const auto options = parse_engine_args({"--model-path", "/m"});
     REQUIRE(options.has_value());
     CHECK(options->engine == Engine::sglang);
   }
   SUBCASE("anywhere, either spelling") {
-    const auto options = parse({"serve", "/m", "--sim-engine=vllm"});
+    const auto options = parse_engine_args({"serve", "/m", "--sim-engine=vllm"});
     REQUIRE(options.has_value());
     CHECK(options->engine == Engine::vllm);
   }
   SUBCASE("an unknown engine") {
-    const auto options = parse({"--sim-engine", "tgi", "--model-path", "/m"});
+    const auto options = parse_engine_args({"--sim-engine", "tgi", "--model-path", "/m"});
     REQUIRE_FALSE(options.has_value());
     CHECK(options.error().message ==
           "argument --sim-engine: invalid choice: 'tgi' (choose from 'sglang', 'vllm', 'llamacpp')");
@@ -53,50 +53,51 @@ TEST_CASE("sim engines: --sim-engine picks the personality") {
 }
 
 TEST_CASE("sim engines: SGLang's new spellings") {
-  const auto options =
-      parse({"--model-path", "/m", "--tp-size", "8", "--cuda-graph-max-bs-decode", "96", "--cuda-graph-backend-decode",
-             "disabled", "--cuda-graph-backend-prefill", "disabled", "--flashinfer-allreduce-fusion-backend", "auto"});
+  const auto options = parse_engine_args({"--model-path", "/m", "--tp-size", "8", "--cuda-graph-max-bs-decode", "96",
+                                          "--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill",
+                                          "disabled", "--flashinfer-allreduce-fusion-backend", "auto"});
   REQUIRE(options.has_value());
   CHECK(options->server.cuda_graph_max_bs == 96);
   CHECK(options->server.disable_cuda_graph);
   CHECK(options->server.enable_flashinfer_allreduce_fusion);
-  const auto list = parse({"--model-path", "/m", "--cuda-graph-bs-decode", "1", "2", "4"});
+  const auto list = parse_engine_args({"--model-path", "/m", "--cuda-graph-bs-decode", "1", "2", "4"});
   REQUIRE(list.has_value());
   CHECK(list->server.cuda_graph_bs == std::vector<int>{1, 2, 4});
   SUBCASE("the old spellings still parse") {
     const auto old =
-        parse({"--model-path", "/m", "--cuda-graph-max-bs", "128", "--enable-flashinfer-allreduce-fusion"});
+        parse_engine_args({"--model-path", "/m", "--cuda-graph-max-bs", "128", "--enable-flashinfer-allreduce-fusion"});
     REQUIRE(old.has_value());
     CHECK(old->server.cuda_graph_max_bs == 128);
   }
 }
 
 TEST_CASE("sim engines: vLLM's serve command line") {
-  const auto options = parse({"--sim-engine",
-                              "vllm",
-                              "serve",
-                              "/models/Llama",
-                              "--host",
-                              "127.0.0.1",
-                              "--port",
-                              "8123",
-                              "-tp",
-                              "2",
-                              "--speculative-config",
-                              R"({"method": "eagle3", "model": "/models/eagle3", "num_speculative_tokens": 3})",
-                              "--compilation-config",
-                              R"({"cudagraph_mode": "FULL", "pass_config": {"fuse_allreduce_rms": true}})",
-                              "--attention-backend",
-                              "FLASHINFER",
-                              "--gpu-memory-utilization",
-                              "0.8",
-                              "--disable-custom-all-reduce",
-                              "--max-cudagraph-capture-size",
-                              "64",
-                              "--max_num_seqs",
-                              "32",
-                              "--sim-load-time",
-                              "1s"});
+  const auto options =
+      parse_engine_args({"--sim-engine",
+                         "vllm",
+                         "serve",
+                         "/models/Llama",
+                         "--host",
+                         "127.0.0.1",
+                         "--port",
+                         "8123",
+                         "-tp",
+                         "2",
+                         "--speculative-config",
+                         R"({"method": "eagle3", "model": "/models/eagle3", "num_speculative_tokens": 3})",
+                         "--compilation-config",
+                         R"({"cudagraph_mode": "FULL", "pass_config": {"fuse_allreduce_rms": true}})",
+                         "--attention-backend",
+                         "FLASHINFER",
+                         "--gpu-memory-utilization",
+                         "0.8",
+                         "--disable-custom-all-reduce",
+                         "--max-cudagraph-capture-size",
+                         "64",
+                         "--max_num_seqs",
+                         "32",
+                         "--sim-load-time",
+                         "1s"});
   REQUIRE_MESSAGE(options.has_value(), options.error().message);
   const auto& s = options->server;
   CHECK(s.model_path == "/models/Llama");
@@ -117,54 +118,55 @@ TEST_CASE("sim engines: vLLM's serve command line") {
   CHECK(options->sim.load_time == std::chrono::seconds{1});
 
   SUBCASE("defaults: every interface, port 8000") {
-    const auto plain = parse({"--sim-engine", "vllm", "serve", "/m"});
+    const auto plain = parse_engine_args({"--sim-engine", "vllm", "serve", "/m"});
     REQUIRE(plain.has_value());
     CHECK(plain->server.host == "0.0.0.0");
     CHECK(plain->server.port == 8000);
     CHECK(plain->server.speculative_algorithm == SpecAlgorithm::none);
   }
   SUBCASE("graphs off") {
-    CHECK(parse({"--sim-engine", "vllm", "serve", "/m", "--enforce-eager"})->server.disable_cuda_graph);
-    CHECK(parse({"--sim-engine", "vllm", "serve", "/m", "--compilation-config", R"({"cudagraph_mode":"NONE"})"})
+    CHECK(parse_engine_args({"--sim-engine", "vllm", "serve", "/m", "--enforce-eager"})->server.disable_cuda_graph);
+    CHECK(parse_engine_args(
+              {"--sim-engine", "vllm", "serve", "/m", "--compilation-config", R"({"cudagraph_mode":"NONE"})"})
               ->server.disable_cuda_graph);
   }
   SUBCASE("mistakes") {
-    CHECK(parse({"--sim-engine", "vllm", "/m"}).error().message.find("must be serve") != std::string::npos);
-    CHECK(parse({"--sim-engine", "vllm", "serve"}).error().message ==
+    CHECK(parse_engine_args({"--sim-engine", "vllm", "/m"}).error().message.find("must be serve") != std::string::npos);
+    CHECK(parse_engine_args({"--sim-engine", "vllm", "serve"}).error().message ==
           "the following arguments are required: model_tag");
-    CHECK(parse({"--sim-engine", "vllm", "serve", "/m", "--tp-size", "2"}).error().message ==
+    CHECK(parse_engine_args({"--sim-engine", "vllm", "serve", "/m", "--tp-size", "2"}).error().message ==
           "unrecognized arguments: --tp-size 2");
-    CHECK(parse({"--sim-engine", "vllm", "serve", "/m", "--speculative-config", "{\"method\":\"eagle3\"}"})
+    CHECK(parse_engine_args({"--sim-engine", "vllm", "serve", "/m", "--speculative-config", "{\"method\":\"eagle3\"}"})
               .error()
               .message == "argument --speculative-config: num_speculative_tokens must be a positive integer");
   }
 }
 
 TEST_CASE("sim engines: llama-server's command line") {
-  const auto options = parse({"--sim-engine",
-                              "llamacpp",
-                              "-m",
-                              "/m/target.gguf",
-                              "--host",
-                              "127.0.0.1",
-                              "--port",
-                              "8090",
-                              "-md",
-                              "/m/draft.gguf",
-                              "--spec-type",
-                              "draft-simple",
-                              "--spec-draft-n-max",
-                              "8",
-                              "-c",
-                              "8192",
-                              "-np",
-                              "2",
-                              "-t",
-                              "4",
-                              "-ngl",
-                              "all",
-                              "--sim-speed",
-                              "10"});
+  const auto options = parse_engine_args({"--sim-engine",
+                                          "llamacpp",
+                                          "-m",
+                                          "/m/target.gguf",
+                                          "--host",
+                                          "127.0.0.1",
+                                          "--port",
+                                          "8090",
+                                          "-md",
+                                          "/m/draft.gguf",
+                                          "--spec-type",
+                                          "draft-simple",
+                                          "--spec-draft-n-max",
+                                          "8",
+                                          "-c",
+                                          "8192",
+                                          "-np",
+                                          "2",
+                                          "-t",
+                                          "4",
+                                          "-ngl",
+                                          "all",
+                                          "--sim-speed",
+                                          "10"});
   REQUIRE_MESSAGE(options.has_value(), options.error().message);
   CHECK(options->engine == Engine::llamacpp);
   CHECK(options->server.model_path == "/m/target.gguf");
@@ -181,7 +183,7 @@ TEST_CASE("sim engines: llama-server's command line") {
   CHECK(options->server.speculative_num_draft_tokens == 9);
 
   SUBCASE("defaults: 127.0.0.1:8080, 4 slots, no speculation") {
-    const auto plain = parse({"--sim-engine", "llamacpp", "-m", "/m"});
+    const auto plain = parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m"});
     REQUIRE(plain.has_value());
     CHECK(plain->server.host == "127.0.0.1");
     CHECK(plain->server.port == 8080);
@@ -190,7 +192,7 @@ TEST_CASE("sim engines: llama-server's command line") {
     CHECK(plain->server.speculative_algorithm == SpecAlgorithm::none);
   }
   SUBCASE("-md alone loads the draft but does not speculate") {
-    const auto draft_only = parse({"--sim-engine", "llamacpp", "-m", "/m", "-md", "/d"});
+    const auto draft_only = parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m", "-md", "/d"});
     REQUIRE(draft_only.has_value());
     CHECK_FALSE(draft_only->llama.speculates());
     CHECK(draft_only->server.speculative_algorithm == SpecAlgorithm::none);
@@ -198,7 +200,7 @@ TEST_CASE("sim engines: llama-server's command line") {
   SUBCASE("--draft-max was removed: exit 1 naming --spec-draft-n-max") {
     for (const char* removed : {"--draft-max", "--draft", "--draft-n"}) {
       CAPTURE(removed);
-      const auto result = parse({"--sim-engine", "llamacpp", "-m", "/m", removed, "8"});
+      const auto result = parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m", removed, "8"});
       REQUIRE_FALSE(result.has_value());
       CHECK(result.error().style == ArgStyle::llamacpp);
       CHECK(result.error().message.starts_with(
@@ -208,16 +210,17 @@ TEST_CASE("sim engines: llama-server's command line") {
     }
   }
   SUBCASE("an unknown argument") {
-    const auto result = parse({"--sim-engine", "llamacpp", "-m", "/m", "--tp-size", "2"});
+    const auto result = parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m", "--tp-size", "2"});
     REQUIRE_FALSE(result.has_value());
     CHECK(result.error().style == ArgStyle::llamacpp);
     CHECK(result.error().message == "error: invalid argument: --tp-size");
   }
   SUBCASE("underscores read as dashes") {
-    CHECK(parse({"--sim-engine", "llamacpp", "-m", "/m", "--spec_draft_n_max", "5"})->llama.draft_n_max == 5);
+    CHECK(parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m", "--spec_draft_n_max", "5"})->llama.draft_n_max ==
+          5);
   }
   SUBCASE("a missing value") {
-    CHECK(parse({"--sim-engine", "llamacpp", "-m", "/m", "--port"})
+    CHECK(parse_engine_args({"--sim-engine", "llamacpp", "-m", "/m", "--port"})
               .error()
               .message.starts_with("error while handling argument \"--port\": expected value for argument"));
   }
