@@ -4,7 +4,7 @@
 
 namespace specctl::remote {
 
-// This machine. Commands run under /bin/sh through Boost.Process; a command that
+// This machine. Commands run under /bin/sh, spawned by util::SpawnSetup; a command that
 // outlives its timeout is killed with its whole process group.
 class LocalHost final : public Host {
 public:
