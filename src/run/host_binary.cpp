@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <sys/utsname.h>
@@ -32,6 +33,9 @@ std::string version_line() {
 std::mutex g_mutex;
 // By node and state folder: what was found or uploaded there in this run.
 std::map<std::string, HostBinary> g_found;
+// The bundle's folder name, the same for every host: its bytes are read and hashed
+// once for it, and read again only where a host has no copy yet. Guarded by g_mutex.
+std::optional<std::string> g_bundle_name;
 
 // The command that runs the bundle in `dir` and what it printed for --version,
 // as one shell line that prints nothing when the bundle is not there.
@@ -63,16 +67,27 @@ HostBinary provision(remote::Host& host, const std::string& state_dir) {
   if (auto why = host_incompatibility(build_machine(), util::trim(machine))) {
     return {.why = *why};
   }
-  auto bundle = self_bundle();
-  if (!bundle) {
-    return {.why = bundle.error().what()};
+  std::optional<std::string> bundle;
+  if (!g_bundle_name) {
+    auto made = self_bundle();
+    if (!made) {
+      return {.why = made.error().what()};
+    }
+    g_bundle_name = fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*made).substr(0, k_hash_chars));
+    bundle = std::move(*made);
   }
-  const std::string name =
-      fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*bundle).substr(0, k_hash_chars));
+  const std::string& name = *g_bundle_name;
   const std::string dir = state_dir + "/bin/" + name;
   auto there = host.exec(version_check(dir), k_probe_timeout);
   std::string how = "found from an earlier run";
   if (!there || util::first_line(there->out) != version_line()) {
+    if (!bundle) {
+      auto made = self_bundle();
+      if (!made) {
+        return {.why = made.error().what()};
+      }
+      bundle = std::move(*made);
+    }
     // A name of this upload's own, so that runs sharing the state folder never
     // write one file; the first to finish unpacking gives the folder its name.
     const std::string upload =
