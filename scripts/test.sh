@@ -9,9 +9,23 @@ cd "$(dirname "$0")/.."
 build_dir="${1:-build}"
 shift || true
 
-scripts/setup.sh --tests
+# The build's packages first; the tests' own (openssh-server, Slurm, Chromium) and the
+# debootstrap roots, about 80 s of network and disk on a fresh machine, come in beside the
+# build, which wants the CPUs. Whatever happens to the build, apt is waited for, never cut off.
+scripts/setup.sh
+mkdir -p "$build_dir"
+setup_log="$build_dir/setup-tests.log"
+scripts/setup.sh --tests >"$setup_log" 2>&1 &
+setup_pid=$!
+trap 'wait "$setup_pid" 2>/dev/null || true' EXIT
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
+if ! wait "$setup_pid"; then
+  echo "test.sh: scripts/setup.sh --tests failed; the end of $setup_log:" >&2
+  tail -n 20 "$setup_log" >&2
+  exit 1
+fi
+cat "$setup_log"
 rm -f "$build_dir/ctest-junit.xml"
 status=0
 # Behind a hostile home: a test that reads the user's shell start-up or writes to ~ fails the run.
