@@ -6,9 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
+#include <utility>
+
+#include <fcntl.h>
 #include <filesystem>
-#include <random>
+#include <sys/socket.h>
 
 // Commands over the OpenSSH master.
 //
@@ -33,30 +37,12 @@ namespace specctl::remote::openssh {
 
 namespace {
 
-// The remote `timeout` fires this long after ours, so that normally we are
-// the ones who notice and report the timeout.
-constexpr auto k_remote_kill_margin = std::chrono::seconds{1};
 // Beyond the connect timeout (the master may have to be re-established by
 // the command's own ssh), what opening a session and starting the login
 // shell may take before the wrapper answers.
 constexpr auto k_start_slack = std::chrono::seconds{10};
 // Tries of a command whose master went away before it started.
 constexpr int k_max_start_attempts = 3;
-
-std::string random_nonce() {
-  std::random_device device;
-  std::uniform_int_distribution<std::uint64_t> bits;
-  return fmt::format("{:016x}{:016x}", bits(device), bits(device));
-}
-
-// A command as it appears in messages: quoted, and cut when long.
-std::string quoted_brief(const std::string& command_line) {
-  constexpr std::size_t k_max = 120;
-  if (command_line.size() <= k_max) {
-    return fmt::format("\"{}\"", command_line);
-  }
-  return fmt::format("\"{}...\"", command_line.substr(0, k_max));
-}
 
 std::string start_marker(const std::string& nonce) {
   return "specctl-start-" + nonce;
@@ -72,15 +58,14 @@ std::string exit_marker(const std::string& nonce) {
 // real one, kept on fd 9): bash would print "Terminated" there for a command
 // killed by a signal, which an `exec` into the command (SshHost) never shows.
 std::string wrapper(const std::string& nonce, const std::string& command_line, util::Duration timeout) {
-  auto seconds = std::chrono::ceil<std::chrono::seconds>(timeout) + k_remote_kill_margin;
+  const long seconds = remote_kill_seconds(timeout);
   return fmt::format("printf '%s\\n' {start} >&2; "
                      "IFS= read -r specctl_go && [ \"$specctl_go\" = {nonce} ] || exit 97; "
                      "command -v timeout >/dev/null 2>&1 && set -- timeout -s KILL {seconds}; "
                      "exec 9>&2 2>/dev/null; \"$@\" /bin/sh -c {command} 2>&9 9>&-; specctl_status=$?; "
                      "printf '\\n%s %s\\n' {exit} \"$specctl_status\" >&9; exit \"$specctl_status\"",
-                     fmt::arg("start", start_marker(nonce)), fmt::arg("nonce", nonce),
-                     fmt::arg("seconds", seconds.count()), fmt::arg("command", util::shell_quote(command_line)),
-                     fmt::arg("exit", exit_marker(nonce)));
+                     fmt::arg("start", start_marker(nonce)), fmt::arg("nonce", nonce), fmt::arg("seconds", seconds),
+                     fmt::arg("command", util::shell_quote(command_line)), fmt::arg("exit", exit_marker(nonce)));
 }
 
 // Takes "<marker>\n" out of `err`; whether it was there.
@@ -118,7 +103,62 @@ std::optional<int> take_exit_marker(std::string& err, const std::string& marker)
 
 } // namespace
 
+namespace {
+
+// A shell's ssh, holding one of the host's command slots while it lives.
+struct ShellProcess {
+  Child child;
+  std::counting_semaphore<8>* slots;
+  ShellProcess(Child process, std::counting_semaphore<8>* held) : child(std::move(process)), slots(held) {}
+  ShellProcess(const ShellProcess&) = delete;
+  ShellProcess& operator=(const ShellProcess&) = delete;
+  ~ShellProcess() {
+    child.kill();
+    slots->release();
+  }
+};
+
+} // namespace
+
+std::expected<ShellStream, Error> OpenSshHost::open_shell(const std::string& command_line) {
+  if (!m_exec_slots.try_acquire()) {
+    return std::unexpected(Error(fmt::format("{}: every command slot is taken", m_where)));
+  }
+  struct Slot {
+    std::counting_semaphore<8>* slots;
+    ~Slot() {
+      if (slots != nullptr) {
+        slots->release();
+      }
+    }
+  } slot{&m_exec_slots};
+  if (auto up = ensure_master(); !up) {
+    return std::unexpected(up.error());
+  }
+  std::array<int, 2> pair{};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()) != 0) {
+    return std::unexpected(Error(fmt::format("{}: socketpair: {}", m_where, std::strerror(errno))));
+  }
+  util::UniqueFd ours(pair[0]);
+  util::UniqueFd theirs(pair[1]);
+  ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+  auto command = argv();
+  command.push_back(command_line);
+  auto spawned = spawn_ssh(command, Stdio::socket, theirs.get());
+  if (!spawned) {
+    return std::unexpected(
+        Error(fmt::format("{}: cannot start {}: {}", m_where, m_program, std::strerror(spawned.error()))));
+  }
+  auto process = std::make_shared<ShellProcess>(std::move(spawned->child), std::exchange(slot.slots, nullptr));
+  return ShellStream{std::move(ours), std::move(process)};
+}
+
 std::expected<CommandResult, Error> OpenSshHost::exec(const std::string& command_line, util::Duration timeout) {
+  if (timeout > util::Duration::zero()) {
+    if (auto ran = m_shells->run(command_line, timeout)) {
+      return std::move(*ran);
+    }
+  }
   return run_command(command_line, timeout, {});
 }
 
@@ -134,7 +174,7 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
     ~Release() { slots.release(); }
   } release{m_exec_slots};
 
-  const auto nonce = random_nonce();
+  const auto nonce = util::marker_nonce();
   const auto start_line = start_marker(nonce) + "\n";
   RunSpec spec;
   spec.argv = argv();
@@ -172,8 +212,8 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
             Error(fmt::format("{}: connection lost while running {} (ssh exited with status {} before the command's "
                               "status arrived, after {}); it was not run again and may still be running on the host "
                               "until its {} timeout kills it",
-                              m_where, quoted_brief(command_line), run->status.value_or(-1), util::format_duration(ran),
-                              util::format_duration(timeout)),
+                              m_where, util::brief_command(command_line), run->status.value_or(-1),
+                              util::format_duration(ran), util::format_duration(timeout)),
                   ErrorKind::unreachable));
       }
       result.exit_code = *status;
@@ -194,7 +234,7 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
     why = std::string(failure.error.what()).substr(m_where.size() + 2);
   }
   return std::unexpected(Error(fmt::format("{}: could not start {}: the connection dropped {} times (last: {})",
-                                           m_where, quoted_brief(command_line), k_max_start_attempts, why),
+                                           m_where, util::brief_command(command_line), k_max_start_attempts, why),
                                ErrorKind::unreachable));
 }
 

@@ -223,9 +223,15 @@ SshFailure classify_failure(const std::string& where, std::string_view err, int 
 
 OpenSshHost::OpenSshHost(OpenSshTarget target, std::string program, std::string control_path)
     : m_target(std::move(target)), m_program(std::move(program)), m_control_path(std::move(control_path)),
-      m_where(m_target.describe()) {}
+      m_where(m_target.describe()) {
+  m_shells = std::make_unique<ShellPool>(
+      m_where, [this](const std::string& command_line, util::Duration) { return open_shell(command_line); },
+      m_target.connect_timeout);
+}
 
 OpenSshHost::~OpenSshHost() {
+  // Each shell's ssh is killed, before the master is asked to go.
+  m_shells.reset();
   {
     std::lock_guard lock(m_tunnel_mutex);
     // Stops its thread and kills the `ssh -W` of every open connection.

@@ -5,6 +5,7 @@
 // openssh_tunnel.cpp: forwarded ports; openssh_jumps.cpp: jump hosts).
 
 #include "openssh_process.hpp"
+#include "shell_pool.hpp"
 
 #include <specctl/remote/openssh_host.hpp>
 
@@ -90,6 +91,9 @@ public:
   std::vector<std::string> argv(const std::vector<std::string>& extra = {}) const;
 
 private:
+  // A shell of m_shells: `ssh HOST COMMAND` over the master, its stdin and
+  // stdout a socket pair; it holds a command slot while it lives.
+  std::expected<ShellStream, Error> open_shell(const std::string& command_line);
   std::expected<CommandResult, Error> run_command(const std::string& command_line, util::Duration timeout,
                                                   std::string_view input);
   // The pid that made the listening control socket (SO_PEERCRED): one per
@@ -120,6 +124,8 @@ private:
   std::counting_semaphore<8> m_exec_slots{8};
   std::mutex m_tunnel_mutex;
   std::unique_ptr<TunnelRelay> m_tunnels;
+  // After the slots, which its shells hold while they live.
+  std::unique_ptr<ShellPool> m_shells;
 };
 
 } // namespace specctl::remote::openssh

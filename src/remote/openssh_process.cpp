@@ -57,7 +57,7 @@ int poll_wait_ms(Clock::time_point until, Clock::time_point now) {
   return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
-// What is kept of the bytes past k_max_output: the end, where the exit marker
+// What is kept of the bytes past k_max_command_output: the end, where the exit marker
 // of a command's wrapper is.
 constexpr std::size_t k_kept_tail = 256;
 
@@ -69,7 +69,7 @@ struct Stream {
   std::string tail; // the last bytes past the cut
 
   void append(const char* data, std::size_t size) {
-    const std::size_t room = sink->size() < k_max_output ? k_max_output - sink->size() : 0;
+    const std::size_t room = sink->size() < k_max_command_output ? k_max_command_output - sink->size() : 0;
     sink->append(data, std::min(size, room));
     if (size > room) {
       cut = true;
@@ -338,7 +338,7 @@ std::expected<RunOutcome, int> run_ssh(const RunSpec& spec) {
   // As SshHost says it; stderr keeps its end, where a wrapper's exit marker is.
   outcome.output_cut = streams[0].cut || streams[1].cut;
   if (outcome.output_cut) {
-    outcome.err += "\n[specctl: output cut at " + std::to_string(k_max_output / (1024 * 1024)) + " MiB]\n";
+    outcome.err += "\n[specctl: output cut at " + std::to_string(k_max_command_output / (1024 * 1024)) + " MiB]\n";
     outcome.err += streams[1].tail;
   }
   return outcome;

@@ -4,6 +4,7 @@
 // a session of their own (no controlling terminal, so ssh can never prompt),
 // owned by a move-only handle that kills and reaps them on every path.
 
+#include <specctl/remote/host.hpp>
 #include <specctl/util/duration.hpp>
 #include <specctl/util/unique_fd.hpp>
 
@@ -92,13 +93,10 @@ struct RunOutcome {
   bool timed_out = false;
   // stdin was closed before all of `input` went in (ssh ended early).
   bool input_cut = false;
-  // A stream passed k_max_output and was cut there; stderr then ends with a
+  // A stream passed k_max_command_output and was cut there; stderr then ends with a
   // line saying so, followed by the last 256 bytes of stderr.
   bool output_cut = false;
 };
-
-// Output beyond this is read and dropped, so a runaway command cannot eat our memory.
-inline constexpr std::size_t k_max_output = 64 * 1024 * 1024;
 
 // Runs the spec to its end; the error is errno of a failed spawn or pipe.
 std::expected<RunOutcome, int> run_ssh(const RunSpec& spec);

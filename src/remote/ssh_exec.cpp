@@ -13,15 +13,8 @@ namespace specctl::remote::ssh {
 
 namespace {
 
-// The remote `timeout` fires this long after ours, so that normally we are
-// the ones who notice and report the timeout.
-constexpr auto k_remote_kill_margin = std::chrono::seconds{1};
-// Output beyond this is read and dropped, so a runaway command cannot eat our memory.
-constexpr std::size_t k_max_output = 64 * 1024 * 1024;
 // Reads per step, so that one chatty command cannot starve the other channels.
 constexpr int k_reads_per_step = 64;
-// Below sshd's default MaxSessions (10) per connection; more commands wait.
-constexpr int k_max_exec_channels = 8;
 
 struct SignalNumber {
   std::string_view name;
@@ -45,30 +38,21 @@ int signal_number(std::string_view name) {
   return 0;
 }
 
-// A command as it appears in messages: quoted, and cut when long.
-std::string brief(const std::string& command_line) {
-  constexpr std::size_t k_max = 120;
-  if (command_line.size() <= k_max) {
-    return fmt::format("\"{}\"", command_line);
-  }
-  return fmt::format("\"{}...\"", command_line.substr(0, k_max));
-}
-
 void append_capped(std::string& to, const char* data, std::size_t size) {
-  if (to.size() < k_max_output) {
-    to.append(data, std::min(size, k_max_output - to.size()));
+  if (to.size() < k_max_command_output) {
+    to.append(data, std::min(size, k_max_command_output - to.size()));
   }
 }
 
 } // namespace
 
 std::string wrap_command(const std::string& command_line, util::Duration timeout) {
-  auto seconds = std::chrono::ceil<std::chrono::seconds>(timeout) + k_remote_kill_margin;
+  const long seconds = remote_kill_seconds(timeout);
   // The login shell only runs this line; the command itself always gets
   // /bin/sh. `timeout` puts itself in a new process group and kills the
   // whole group, so children die too (unless they made their own session).
   return fmt::format("command -v timeout >/dev/null 2>&1 && set -- timeout -s KILL {}; exec \"$@\" /bin/sh -c {}",
-                     seconds.count(), util::shell_quote(command_line));
+                     seconds, util::shell_quote(command_line));
 }
 
 ExecOp::ExecOp(std::string where, std::string command_line, util::Duration timeout, std::promise<ExecOutcome> promise,
@@ -80,7 +64,7 @@ ExecOp::ExecOp(std::string where, std::string command_line, util::Duration timeo
 ExecOp::~ExecOp() {
   // Dropping the op must never leave its caller waiting.
   settle(std::unexpected(
-      Error(fmt::format("{}: the host was closed before {} finished", m_where, brief(m_command_line)))));
+      Error(fmt::format("{}: the host was closed before {} finished", m_where, util::brief_command(m_command_line)))));
 }
 
 void ExecOp::settle(ExecOutcome outcome) {
@@ -150,7 +134,7 @@ bool ExecOp::step_open(OpContext& ctx) {
     if (ctx.connection_gone(rc)) {
       return false;
     }
-    fail(ctx, fmt::format("{}: cannot open a channel to run {}: {}", m_where, brief(m_command_line),
+    fail(ctx, fmt::format("{}: cannot open a channel to run {}: {}", m_where, util::brief_command(m_command_line),
                           last_error_message(ctx.session())));
     return true;
   }
@@ -173,7 +157,7 @@ bool ExecOp::step_start(OpContext& ctx) {
     if (ctx.connection_gone(rc)) {
       return false;
     }
-    fail(ctx, fmt::format("{}: the server refused to run {}: {}", m_where, brief(m_command_line),
+    fail(ctx, fmt::format("{}: the server refused to run {}: {}", m_where, util::brief_command(m_command_line),
                           last_error_message(ctx.session())));
     return true;
   }
@@ -199,7 +183,7 @@ bool ExecOp::step_read(OpContext& ctx) {
     if (ctx.connection_gone(static_cast<int>(n))) {
       return false;
     }
-    fail(ctx, fmt::format("{}: sending the input of {} failed: {}", m_where, brief(m_command_line),
+    fail(ctx, fmt::format("{}: sending the input of {} failed: {}", m_where, util::brief_command(m_command_line),
                           last_error_message(ctx.session())));
     return true;
   }
@@ -229,7 +213,7 @@ bool ExecOp::step_read(OpContext& ctx) {
       if (ctx.connection_gone(static_cast<int>(n))) {
         return false;
       }
-      fail(ctx, fmt::format("{}: reading the output of {} failed: {}", m_where, brief(m_command_line),
+      fail(ctx, fmt::format("{}: reading the output of {} failed: {}", m_where, util::brief_command(m_command_line),
                             last_error_message(ctx.session())));
       return true;
     }
@@ -260,8 +244,8 @@ bool ExecOp::step_close(OpContext& ctx) {
     m_result.exit_code = number > 0 ? 128 + number : -1;
     libssh2_free(ctx.session(), signal);
   }
-  if (m_result.out.size() >= k_max_output || m_result.err.size() >= k_max_output) {
-    m_result.err += fmt::format("\n[specctl: output cut at {} MiB]\n", k_max_output / (1024 * 1024));
+  if (m_result.out.size() >= k_max_command_output || m_result.err.size() >= k_max_command_output) {
+    m_result.err += fmt::format("\n[specctl: output cut at {} MiB]\n", k_max_command_output / (1024 * 1024));
   }
   finish(ctx, std::move(m_result));
   return true;
@@ -302,17 +286,18 @@ void ExecOp::connection_lost(const std::string& why) {
       return;
     }
     settle(std::unexpected(Error(fmt::format("{}: could not start {}: the connection dropped {} times ({})", m_where,
-                                             brief(m_command_line), m_connections_lost, why),
+                                             util::brief_command(m_command_line), m_connections_lost, why),
                                  ErrorKind::unreachable)));
     m_stage = Stage::done;
     return;
   }
   auto ran = std::chrono::duration_cast<util::Duration>(Clock::now() - m_started_at);
-  settle(std::unexpected(Error(
-      fmt::format("{}: connection lost while running {} ({}, after {}); it was not run again and may still be "
-                  "running on the host until its {} timeout kills it",
-                  m_where, brief(m_command_line), why, util::format_duration(ran), util::format_duration(m_timeout)),
-      ErrorKind::unreachable)));
+  settle(std::unexpected(
+      Error(fmt::format("{}: connection lost while running {} ({}, after {}); it was not run again and may still be "
+                        "running on the host until its {} timeout kills it",
+                        m_where, util::brief_command(m_command_line), why, util::format_duration(ran),
+                        util::format_duration(m_timeout)),
+            ErrorKind::unreachable)));
   m_stage = Stage::done;
 }
 

@@ -1,5 +1,6 @@
 #include <specctl/remote/ssh_host.hpp>
 
+#include "shell_pool.hpp"
 #include "ssh_loop.hpp"
 
 #include <specctl/util/duration.hpp>
@@ -43,7 +44,19 @@ std::string SshTarget::describe() const {
   return fmt::format("{} ({})", name, address);
 }
 
-SshHost::SshHost(std::unique_ptr<detail::SshLoop> loop) : m_loop(std::move(loop)) {}
+SshHost::SshHost(std::unique_ptr<detail::SshLoop> loop) : m_loop(std::move(loop)) {
+  m_shells = std::make_unique<ShellPool>(
+      m_loop->describe(),
+      [loop = m_loop.get()](const std::string& command_line,
+                            util::Duration timeout) -> std::expected<ShellStream, Error> {
+        auto fd = loop->open_exec_stream(command_line, timeout);
+        if (!fd) {
+          return std::unexpected(std::move(fd.error()));
+        }
+        return ShellStream{std::move(*fd), nullptr};
+      },
+      m_loop->connect_timeout());
+}
 
 SshHost::~SshHost() = default;
 
@@ -52,6 +65,11 @@ std::string SshHost::describe() const {
 }
 
 std::expected<CommandResult, Error> SshHost::exec(const std::string& command_line, util::Duration timeout) {
+  if (timeout > util::Duration::zero()) {
+    if (auto ran = m_shells->run(command_line, timeout)) {
+      return std::move(*ran);
+    }
+  }
   return m_loop->exec(command_line, timeout);
 }
 

@@ -188,13 +188,31 @@ std::expected<int, Error> SshLoop::open_tunnel(const std::string& target_host, i
 
 std::expected<util::UniqueFd, Error> SshLoop::open_stream(const std::string& target_host, int target_port,
                                                           util::Duration timeout) {
-  auto fail = [&](std::string why, ErrorKind kind = ErrorKind::failed) {
-    return std::unexpected(
-        Error(fmt::format("{}: cannot forward to {}:{}: {}", m_where, target_host, target_port, why), kind));
-  };
+  const auto what = fmt::format("cannot forward to {}:{}", target_host, target_port);
   if (target_host.empty() || target_port <= 0 || target_port > 65535) {
-    return fail("not an address", ErrorKind::bad_input);
+    return std::unexpected(Error(fmt::format("{}: {}: not an address", m_where, what), ErrorKind::bad_input));
   }
+  return open_channel_stream(what, timeout, [&](util::UniqueFd theirs, ssh::OpenNotice on_open) {
+    return std::make_unique<ssh::TunnelConnectionOp>(std::move(theirs), target_host, target_port, 0,
+                                                     std::move(on_open));
+  });
+}
+
+std::expected<util::UniqueFd, Error> SshLoop::open_exec_stream(const std::string& command_line,
+                                                               util::Duration timeout) {
+  return open_channel_stream(fmt::format("cannot start \"{}\"", command_line), timeout,
+                             [&](util::UniqueFd theirs, ssh::OpenNotice on_open) {
+                               return std::make_unique<ssh::TunnelConnectionOp>(
+                                   std::move(theirs), ssh::TunnelConnectionOp::Exec{command_line}, std::move(on_open));
+                             });
+}
+
+std::expected<util::UniqueFd, Error>
+SshLoop::open_channel_stream(const std::string& what, util::Duration timeout,
+                             const std::function<std::unique_ptr<ssh::Op>(util::UniqueFd, ssh::OpenNotice)>& make_op) {
+  auto fail = [&](std::string why, ErrorKind kind = ErrorKind::failed) {
+    return std::unexpected(Error(fmt::format("{}: {}: {}", m_where, what, why), kind));
+  };
   int pair[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
     return fail(std::strerror(errno));
@@ -208,9 +226,8 @@ std::expected<util::UniqueFd, Error> SshLoop::open_stream(const std::string& tar
     if (m_stopping) {
       return fail("the host is closed");
     }
-    m_incoming_ops.push_back(std::make_unique<ssh::TunnelConnectionOp>(
-        std::move(theirs), target_host, target_port, 0,
-        [promise](std::optional<std::string> refused) { promise->set_value(std::move(refused)); }));
+    m_incoming_ops.push_back(make_op(
+        std::move(theirs), [promise](std::optional<std::string> refused) { promise->set_value(std::move(refused)); }));
   }
   wake();
   // The open waits for a connection first when this hop is reconnecting. An

@@ -6,6 +6,7 @@
 #include <specctl/remote/ssh_host.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,11 +38,14 @@ public:
   ~SshLoop();
 
   const std::string& describe() const { return m_where; }
+  util::Duration connect_timeout() const { return m_target.connect_timeout; }
   std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout,
                                            std::string input = {});
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port);
   std::expected<util::UniqueFd, Error> open_stream(const std::string& target_host, int target_port,
                                                    util::Duration timeout);
+  // A stream that is the stdin and stdout of `command_line` on the node.
+  std::expected<util::UniqueFd, Error> open_exec_stream(const std::string& command_line, util::Duration timeout);
   int reconnect_count() const { return m_reconnects.load(); }
 
 private:
@@ -55,6 +59,9 @@ private:
     ssh::Clock::time_point since;
   };
 
+  std::expected<util::UniqueFd, Error>
+  open_channel_stream(const std::string& what, util::Duration timeout,
+                      const std::function<std::unique_ptr<ssh::Op>(util::UniqueFd, ssh::OpenNotice)>& make_op);
   void run();
   void take_incoming();
   bool wants_connection() const;

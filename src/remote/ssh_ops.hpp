@@ -28,6 +28,10 @@ inline constexpr int k_max_connection_losses = 3;
 // two minutes. Other opens wait behind it (libssh2 opens one at a time).
 inline constexpr auto k_abandoned_open_limit = std::chrono::minutes{3};
 
+// Command channels (commands and the shells of shell_pool.hpp) at once: below
+// sshd's default MaxSessions (10) per connection; more commands wait.
+inline constexpr int k_max_exec_channels = 8;
+
 class Op;
 
 // What a step may use and change besides its own state.
@@ -153,21 +157,28 @@ using OpenNotice = std::function<void(std::optional<std::string> refused)>;
 
 // One connection accepted on a tunnel's port, or one end of a socket pair a
 // next hop's SSH connection speaks over, forwarded over a direct-tcpip channel.
+// Or, made with `exec`, one end of a socket pair that is the stdin and stdout
+// of a command on the node (a shell of shell_pool.hpp); its stderr is dropped.
 class TunnelConnectionOp final : public Op {
 public:
   TunnelConnectionOp(util::UniqueFd client, std::string target_host, int target_port, int origin_port,
                      OpenNotice on_open = {});
+  struct Exec {
+    std::string command_line;
+  };
+  TunnelConnectionOp(util::UniqueFd client, Exec exec, OpenNotice on_open);
 
   bool step(OpContext& ctx) override;
   bool finished() const override { return m_stage == Stage::done; }
   bool reads_session() const override;
+  bool holds_exec_channel() const override;
   void add_poll_fds(std::vector<pollfd>& fds) const override;
   std::optional<Clock::time_point> deadline() const override;
   void connection_lost(const std::string& why) override;
   void abandon(const Error& error) override;
 
 private:
-  enum class Stage { waiting, opening, pumping, done };
+  enum class Stage { waiting, opening, starting, pumping, done };
   static constexpr std::size_t k_buffer_size = 32 * 1024; // libssh2's largest data packet
 
   struct Buffer {
@@ -178,6 +189,7 @@ private:
   };
 
   bool step_open(OpContext& ctx);
+  bool step_start(OpContext& ctx);
   bool pump_up(OpContext& ctx);
   bool pump_down(OpContext& ctx);
   void close(OpContext& ctx);
@@ -186,8 +198,9 @@ private:
   util::UniqueFd m_client;
   OpenNotice m_on_open;
   std::string m_target_host;
-  int m_target_port;
-  int m_origin_port;
+  int m_target_port = 0;
+  int m_origin_port = 0;
+  std::string m_exec; // the command, for an exec channel
   Stage m_stage = Stage::waiting;
   Channel m_channel;
   Clock::time_point m_open_deadline;

@@ -23,6 +23,9 @@ TunnelConnectionOp::TunnelConnectionOp(util::UniqueFd client, std::string target
     : m_client(std::move(client)), m_on_open(std::move(on_open)), m_target_host(std::move(target_host)),
       m_target_port(target_port), m_origin_port(origin_port) {}
 
+TunnelConnectionOp::TunnelConnectionOp(util::UniqueFd client, Exec exec, OpenNotice on_open)
+    : m_client(std::move(client)), m_on_open(std::move(on_open)), m_exec(std::move(exec.command_line)) {}
+
 void TunnelConnectionOp::notify(std::optional<std::string> refused) {
   if (m_on_open) {
     auto on_open = std::move(m_on_open);
@@ -31,9 +34,14 @@ void TunnelConnectionOp::notify(std::optional<std::string> refused) {
   }
 }
 
+bool TunnelConnectionOp::holds_exec_channel() const {
+  return !m_exec.empty() && m_stage != Stage::waiting && m_stage != Stage::done;
+}
+
 bool TunnelConnectionOp::reads_session() const {
   switch (m_stage) {
   case Stage::opening:
+  case Stage::starting:
     return true;
   case Stage::pumping:
     // Reading our channel, waiting for window space, or sending EOF all read the session.
@@ -60,7 +68,7 @@ void TunnelConnectionOp::add_poll_fds(std::vector<pollfd>& fds) const {
 }
 
 std::optional<Clock::time_point> TunnelConnectionOp::deadline() const {
-  if (m_stage == Stage::opening) {
+  if (m_stage == Stage::opening || m_stage == Stage::starting) {
     return m_open_deadline;
   }
   return std::nullopt;
@@ -68,12 +76,19 @@ std::optional<Clock::time_point> TunnelConnectionOp::deadline() const {
 
 bool TunnelConnectionOp::step(OpContext& ctx) {
   bool progress = false;
-  if (m_stage == Stage::waiting && ctx.claim_open(this, m_open_deadline)) {
+  const bool may_open = m_exec.empty() || ctx.exec_channels < k_max_exec_channels;
+  if (m_stage == Stage::waiting && may_open && ctx.claim_open(this, m_open_deadline)) {
+    if (!m_exec.empty()) {
+      ++ctx.exec_channels;
+    }
     m_stage = Stage::opening;
     progress = true;
   }
   if (m_stage == Stage::opening) {
     progress = step_open(ctx) || progress;
+  }
+  if (m_stage == Stage::starting) {
+    progress = step_start(ctx) || progress;
   }
   if (m_stage == Stage::pumping) {
     progress = pump_up(ctx) || progress;
@@ -89,8 +104,9 @@ bool TunnelConnectionOp::step(OpContext& ctx) {
 }
 
 bool TunnelConnectionOp::step_open(OpContext& ctx) {
-  LIBSSH2_CHANNEL* channel =
-      libssh2_channel_direct_tcpip_ex(ctx.session(), m_target_host.c_str(), m_target_port, "127.0.0.1", m_origin_port);
+  LIBSSH2_CHANNEL* channel = m_exec.empty() ? libssh2_channel_direct_tcpip_ex(ctx.session(), m_target_host.c_str(),
+                                                                              m_target_port, "127.0.0.1", m_origin_port)
+                                            : libssh2_channel_open_session(ctx.session());
   if (channel == nullptr) {
     int rc = libssh2_session_last_errno(ctx.session());
     if (rc == LIBSSH2_ERROR_EAGAIN) {
@@ -124,8 +140,43 @@ bool TunnelConnectionOp::step_open(OpContext& ctx) {
     return true;
   }
   ctx.opener = nullptr;
-  notify(std::nullopt);
   m_channel = Channel(channel);
+  if (!m_exec.empty()) {
+    // Only stdout reaches the client: the shell's stderr (what the user's rc
+    // files print there) is dropped as it comes, so it never fills the window.
+    libssh2_channel_handle_extended_data2(channel, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE);
+    m_stage = Stage::starting;
+    return true;
+  }
+  notify(std::nullopt);
+  if (!m_client) {
+    close(ctx);
+    return true;
+  }
+  m_stage = Stage::pumping;
+  return true;
+}
+
+bool TunnelConnectionOp::step_start(OpContext& ctx) {
+  int rc = libssh2_channel_exec(m_channel.get(), m_exec.c_str());
+  if (rc == LIBSSH2_ERROR_EAGAIN) {
+    if (ctx.now >= m_open_deadline) {
+      notify(fmt::format("the server did not start \"{}\" within {}", m_exec,
+                         util::format_duration(ctx.target->connect_timeout)));
+      close(ctx);
+      return true;
+    }
+    return false;
+  }
+  if (rc != 0) {
+    if (ctx.connection_gone(rc)) {
+      return false;
+    }
+    notify(fmt::format("the server refused to run \"{}\": {}", m_exec, last_error_message(ctx.session())));
+    close(ctx);
+    return true;
+  }
+  notify(std::nullopt);
   if (!m_client) {
     close(ctx);
     return true;
@@ -236,7 +287,9 @@ void TunnelConnectionOp::connection_lost(const std::string& why) {
   case Stage::waiting:
     break;
   case Stage::opening:
-    // The open never completed, so the connection can start over.
+  case Stage::starting:
+    // The open never completed (or only the login shell of an exec may have
+    // started), so the connection can start over.
     m_stage = Stage::waiting;
     break;
   default:

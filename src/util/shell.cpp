@@ -1,5 +1,10 @@
 #include <specctl/util/shell.hpp>
 
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <random>
+
 namespace specctl::util {
 
 namespace {
@@ -41,6 +46,20 @@ std::string shell_join(const std::vector<std::string>& argv) {
     out += shell_quote(word);
   }
   return out;
+}
+
+std::string marker_nonce() {
+  std::random_device device;
+  std::uniform_int_distribution<std::uint64_t> bits;
+  return fmt::format("{:016x}{:016x}", bits(device), bits(device));
+}
+
+std::string brief_command(std::string_view command_line) {
+  constexpr std::size_t k_max = 120;
+  if (command_line.size() <= k_max) {
+    return fmt::format("\"{}\"", command_line);
+  }
+  return fmt::format("\"{}...\"", command_line.substr(0, k_max));
 }
 
 } // namespace specctl::util

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fmt/format.h>
 #include <fstream>
@@ -12,6 +13,14 @@
 #include <thread>
 
 using namespace run_test;
+
+namespace {
+
+// The login shells a two-variant sweep over SSH may start: a few kept open per
+// connection, and the commands that need a channel of their own (uploads).
+constexpr long k_sweep_logins = 20;
+
+} // namespace
 
 TEST_CASE("a local sweep writes every file, keeps going past a crashing variant and reads accept length") {
   Sweep sweep;
@@ -187,6 +196,10 @@ TEST_CASE("--resume refuses a changed experiment unless --force") {
 
 TEST_CASE("a sweep over SSH: every file, accept length, the server log copied back") {
   auto sshd = specctl::test::require_sshd();
+  // The node's ~/.bashrc takes 2 s, as `pyenv init` or `conda init` on a GPU node can: specctl's
+  // commands run in a few shells kept open, so the sweep pays it a few times, not per command.
+  const auto rc_count = sshd->session_home() / "rc-count";
+  specctl::test::write_file(sshd->session_home() / ".bashrc", "echo x >> \"$HOME/rc-count\"; sleep 2\n");
   Sweep sweep(ssh_hosts(*sshd), "node");
   sweep.write(R"(  - name: baseline
   - name: eagle3
@@ -212,6 +225,9 @@ TEST_CASE("a sweep over SSH: every file, accept length, the server log copied ba
   CHECK((provenance["hosts"]["node"]["description"].get<std::string>().find("(openssh: ") != std::string::npos) ==
         !specctl::test::ssh_transport_yaml().empty());
   CHECK(stray_servers(sweep.state()) == "");
+  const auto logins = std::ranges::count(specctl::test::read_file(rc_count), '\n');
+  INFO("shell start-ups: ", logins);
+  CHECK(logins <= k_sweep_logins);
 }
 
 TEST_CASE("kill -9 during a load over SSH, then --resume: the resumed run stops the left server") {

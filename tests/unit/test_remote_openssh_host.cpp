@@ -197,6 +197,22 @@ TEST_CASE("openssh host runs commands and reports output and exit codes") {
   }
 }
 
+TEST_CASE("openssh host pays the user's shell start-up once per shell, not once per command") {
+  if (skipped()) {
+    return;
+  }
+  auto sshd = require_sshd();
+  write_file(sshd->session_home() / ".bashrc", "echo start >> \"$HOME/rc-count\"; sleep 2\n");
+  auto host = require_openssh(openssh_target_for(*sshd), *sshd);
+  for (int i = 0; i < 10; ++i) {
+    auto result = host->exec("echo " + std::to_string(i), 30s);
+    REQUIRE(result);
+    CHECK(result->out == std::to_string(i) + "\n");
+  }
+  // The master's own check is a login too; then one shell served all ten.
+  CHECK(read_file(sshd->session_home() / "rc-count") == "start\nstart\n");
+}
+
 TEST_CASE("openssh host kills a command that outlives its timeout") {
   if (skipped()) {
     return;

@@ -110,6 +110,22 @@ TEST_CASE("ssh host runs commands and reports output and exit codes") {
   }
 }
 
+TEST_CASE("ssh host pays the user's shell start-up once per shell, not once per command") {
+  auto sshd = require_sshd();
+  // As `pyenv init` or `conda init` in root's ~/.bashrc on a GPU node: seconds per shell.
+  write_file(sshd->session_home() / ".bashrc", "echo start >> \"$HOME/rc-count\"; sleep 2\n");
+  auto host = require_host(sshd->target(), *sshd);
+  const auto started = Clock::now();
+  for (int i = 0; i < 10; ++i) {
+    auto result = host->exec("echo " + std::to_string(i), k_ssh_command_timeout);
+    REQUIRE(result);
+    CHECK(result->out == std::to_string(i) + "\n");
+  }
+  // A channel per command would have read it ten times, for 20 s.
+  CHECK(read_file(sshd->session_home() / "rc-count") == "start\n");
+  CHECK(Clock::now() - started < 15s);
+}
+
 TEST_CASE("ssh host kills a command that outlives its timeout") {
   auto sshd = require_sshd();
   auto host = require_host(sshd->target(), *sshd);

@@ -13,8 +13,8 @@ TEST_CASE("did-you-mean suggestions") {
   CHECK(did_you_mean("sever", keys) == " (did you mean \"server\"?)");
   CHECK(did_you_mean("completely_different", keys).empty());
   CHECK(did_you_mean("x", keys).empty());
-  CHECK(edit_distance("kitten", "sitting") == 3);
-  CHECK(edit_distance("", "abc") == 3);
+  CHECK(specctl::util::edit_distance("kitten", "sitting") == 3);
+  CHECK(specctl::util::edit_distance("", "abc") == 3);
 }
 
 TEST_CASE("glob_match") {

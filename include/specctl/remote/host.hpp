@@ -4,6 +4,7 @@
 #include <specctl/util/error.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <expected>
 #include <memory>
 #include <string>
@@ -22,6 +23,14 @@ struct CommandResult {
 };
 
 inline constexpr util::Duration k_default_command_timeout = std::chrono::seconds{60};
+// The seconds a remote command gets under `timeout -s KILL`: one more than
+// specctl waits, so that normally specctl is the one who notices the timeout.
+inline long remote_kill_seconds(util::Duration timeout) {
+  return std::chrono::ceil<std::chrono::seconds>(timeout).count() + 1;
+}
+// A command's stdout or stderr beyond this is read and dropped, so that a
+// runaway command cannot eat specctl's memory; stderr then says so.
+inline constexpr std::size_t k_max_command_output = 64 * 1024 * 1024;
 // A program of tens of MiB over a slow link.
 inline constexpr util::Duration k_default_upload_timeout = std::chrono::minutes{10};
 

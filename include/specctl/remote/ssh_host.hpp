@@ -83,6 +83,7 @@ struct SshTarget {
 namespace detail {
 class SshLoop;
 }
+class ShellPool;
 
 // A node reached with libssh2. One thread per host owns the SSH session and
 // runs every command channel and tunnel connection over it; see ssh_host.cpp
@@ -97,7 +98,10 @@ public:
 
   std::string describe() const override;
 
-  // Runs `command_line` as `/bin/sh -c` on the node. The remote command runs
+  // Runs `command_line` as `/bin/sh -c` on the node, in one of a few shells
+  // kept open per connection (shell_pool.hpp), so that the user's shell
+  // start-up is paid per shell rather than per command; on a channel of its
+  // own when none is free or shells do not start. The remote command runs
   // under `timeout -s KILL` (when the node has coreutils' timeout), so it is
   // killed with its process group shortly after `timeout` even when the
   // connection is gone; a command that outlives `timeout` comes back with
@@ -131,6 +135,8 @@ public:
 
 private:
   std::unique_ptr<detail::SshLoop> m_loop;
+  // After the loop, so that the shells' streams close before it stops.
+  std::unique_ptr<ShellPool> m_shells;
 };
 
 // Connects and authenticates once (no retries, bounded by connect_timeout) and
