@@ -55,10 +55,6 @@ struct ShellCounts {
   long passed_over = 0; // commands the pool gave back to the caller
 };
 
-// Shells per host connection: the host-side benchmark's polls, telemetry and
-// the server's liveness run at once. Below sshd's MaxSessions with room for
-// the commands that need a channel of their own.
-inline constexpr int k_max_shells = 3;
 // Shells that fail to start, one after another, before the pool stops trying:
 // a login shell that cannot run `exec /bin/sh`, or a start-up slower than the
 // answer bound, would cost a start per command.
@@ -69,7 +65,7 @@ public:
   // `answer_timeout` (the host's connect timeout) bounds how long an idle
   // shell may take to answer before it counts as gone, and a new one to be
   // ready, the user's start-up included.
-  ShellPool(std::string where, ShellOpener opener, util::Duration answer_timeout, int max_shells = k_max_shells);
+  ShellPool(std::string where, ShellOpener opener, util::Duration answer_timeout, int max_shells = k_default_shells);
   ShellPool(const ShellPool&) = delete;
   ShellPool& operator=(const ShellPool&) = delete;
   ~ShellPool();

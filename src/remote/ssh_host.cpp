@@ -55,7 +55,7 @@ SshHost::SshHost(std::unique_ptr<detail::SshLoop> loop) : m_loop(std::move(loop)
         }
         return ShellStream{std::move(*fd), nullptr};
       },
-      m_loop->connect_timeout());
+      m_loop->target().connect_timeout, m_loop->target().shells);
 }
 
 SshHost::~SshHost() = default;

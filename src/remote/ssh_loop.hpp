@@ -38,7 +38,7 @@ public:
   ~SshLoop();
 
   const std::string& describe() const { return m_where; }
-  util::Duration connect_timeout() const { return m_target.connect_timeout; }
+  const SshTarget& target() const { return m_target; }
   std::expected<CommandResult, Error> exec(const std::string& command_line, util::Duration timeout,
                                            std::string input = {});
   std::expected<int, Error> open_tunnel(const std::string& target_host, int target_port);

@@ -241,6 +241,6 @@ TEST_CASE("shell pool: commands from several threads use at most the pool's shel
     REQUIRE(outcome->has_value());
     CHECK((*outcome)->out == fmt::format("{}\n", i));
   }
-  CHECK(shells.opened() <= specctl::remote::k_max_shells);
+  CHECK(shells.opened() <= specctl::remote::k_default_shells);
   CHECK(pool.counts().passed_over == given_back);
 }

@@ -31,6 +31,10 @@ inline long remote_kill_seconds(util::Duration timeout) {
 // A command's stdout or stderr beyond this is read and dropped, so that a
 // runaway command cannot eat specctl's memory; stderr then says so.
 inline constexpr std::size_t k_max_command_output = 64 * 1024 * 1024;
+// Shells an SSH host keeps open for specctl's commands (src/remote/shell_pool.hpp):
+// the host-side benchmark's polls, telemetry and the server's liveness run at
+// once. Below sshd's MaxSessions, with room for commands in sessions of their own.
+inline constexpr int k_default_shells = 3;
 // A program of tens of MiB over a slow link.
 inline constexpr util::Duration k_default_upload_timeout = std::chrono::minutes{10};
 

@@ -72,6 +72,9 @@ struct SshTarget {
   int reconnect_attempts = 5;
   util::Duration reconnect_backoff = k_default_reconnect_backoff;
   util::Duration reconnect_backoff_max = k_default_reconnect_backoff_max;
+  // Shells kept open for specctl's commands, so that the user's shell start-up
+  // is paid per shell (docs/ssh.md); 0: a session per command.
+  int shells = k_default_shells;
 
   // "node1 (root@10.0.0.7:2222)", or "root@10.0.0.7:2222" without a name.
   std::string describe() const;
