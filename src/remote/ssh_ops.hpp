@@ -190,6 +190,8 @@ private:
 
   bool step_open(OpContext& ctx);
   bool step_start(OpContext& ctx);
+  // The channel is open (and its command started): tells the waiter, then pumps.
+  bool pump_from_now(OpContext& ctx);
   bool pump_up(OpContext& ctx);
   bool pump_down(OpContext& ctx);
   void close(OpContext& ctx);

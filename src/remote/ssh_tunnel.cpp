@@ -118,7 +118,9 @@ bool TunnelConnectionOp::step_open(OpContext& ctx) {
         // for an unreachable target takes minutes. The client is told now;
         // the open itself must still finish, because libssh2 cannot abandon
         // an open half way and would resume it for the next channel.
-        notify(fmt::format("no answer to opening a channel to {}:{} within {}", m_target_host, m_target_port,
+        notify(fmt::format("no answer to opening a channel {} within {}",
+                           m_exec.empty() ? fmt::format("to {}:{}", m_target_host, m_target_port)
+                                          : fmt::format("to run \"{}\"", m_exec),
                            util::format_duration(ctx.target->connect_timeout)));
         m_client.reset();
         m_open_deadline = ctx.now + k_abandoned_open_limit;
@@ -148,6 +150,10 @@ bool TunnelConnectionOp::step_open(OpContext& ctx) {
     m_stage = Stage::starting;
     return true;
   }
+  return pump_from_now(ctx);
+}
+
+bool TunnelConnectionOp::pump_from_now(OpContext& ctx) {
   notify(std::nullopt);
   if (!m_client) {
     close(ctx);
@@ -176,13 +182,7 @@ bool TunnelConnectionOp::step_start(OpContext& ctx) {
     close(ctx);
     return true;
   }
-  notify(std::nullopt);
-  if (!m_client) {
-    close(ctx);
-    return true;
-  }
-  m_stage = Stage::pumping;
-  return true;
+  return pump_from_now(ctx);
 }
 
 bool TunnelConnectionOp::pump_up(OpContext& ctx) {
