@@ -8,10 +8,10 @@
 
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include <fcntl.h>
-#include <filesystem>
 #include <sys/socket.h>
 
 // Commands over the OpenSSH master.
@@ -100,10 +100,6 @@ std::optional<int> take_exit_marker(std::string& err, const std::string& marker)
   err.erase(at, end + 1 - at);
   return status;
 }
-
-} // namespace
-
-namespace {
 
 // A shell's ssh, holding one of the host's command slots while it lives.
 struct ShellProcess {
