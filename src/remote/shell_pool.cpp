@@ -24,28 +24,31 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view k_shell_command = "exec /bin/sh";
 
 // The shell's own definitions, sent once. `specctl_run SECONDS COMMAND` runs
-// COMMAND as a channel of its own would (ssh_exec.cpp's wrap_command). The
-// commands' stderr goes through a file of the shell's own, byte for byte (a
-// shell variable would lose NUL bytes); without one, the shell does not start.
+// COMMAND as a session of its own would (ssh_exec.cpp's wrap_command). The
+// commands' stderr goes, byte for byte (a shell variable would lose NUL
+// bytes), to a file of the shell's that is deleted at once: fd 8 appends to
+// it, and fd 7 reads each command's part back from where the last one ended,
+// so nothing is left behind however the shell ends. Without such a file the
+// shell does not start.
 std::string preamble(const std::string& nonce) {
-  return fmt::format("specctl_err=$(mktemp 2>/dev/null) || exit 1\n"
-                     "trap 'rm -f \"$specctl_err\"' EXIT\n"
+  return fmt::format("specctl_err=$(mktemp 2>/dev/null) && exec 8>>\"$specctl_err\" 7<\"$specctl_err\" || exit 1\n"
+                     "rm -f \"$specctl_err\"\n"
                      "if command -v timeout >/dev/null 2>&1; then specctl_t=1; else specctl_t=; fi\n"
                      "specctl_run() {{ if [ -n \"$specctl_t\" ]; then "
-                     "(exec timeout -s KILL \"$1\" /bin/sh -c \"$2\" 2>&9 9>&-); "
-                     "else (exec /bin/sh -c \"$2\" 2>&9 9>&-); fi; }}\n"
+                     "(exec timeout -s KILL \"$1\" /bin/sh -c \"$2\" 2>&9 9>&- 8>&- 7<&-); "
+                     "else (exec /bin/sh -c \"$2\" 2>&9 9>&- 8>&- 7<&-); fi; }}\n"
                      "printf '%s\\n' {}-ready\n",
                      nonce);
 }
 
 // One command, framed (shell_pool.hpp). The command's stderr is fd 9 until it
 // runs; the shell's own, where dash says "Terminated" of a child killed by a
-// signal (a channel of its own never shows that), is /dev/null, and the child
+// signal (a session of its own never shows that), is /dev/null, and the child
 // it waits for is a subshell that became the command, not the command's line.
 std::string framed(const std::string& marker, const std::string& command_line, util::Duration timeout) {
   return fmt::format("printf '%s\\n' {m}-go; "
-                     "specctl_run {seconds} {command} </dev/null 9>\"$specctl_err\" 2>/dev/null; "
-                     "printf '\\n%s %s\\n' {m}-status \"$?\"; cat \"$specctl_err\"; printf '\\n%s\\n' {m}-end\n",
+                     "specctl_run {seconds} {command} </dev/null 9>&8 2>/dev/null; "
+                     "printf '\\n%s %s\\n' {m}-status \"$?\"; cat <&7; printf '\\n%s\\n' {m}-end\n",
                      fmt::arg("m", marker), fmt::arg("seconds", remote_kill_seconds(timeout)),
                      fmt::arg("command", util::shell_quote(command_line)));
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@ using specctl::remote::CommandResult;
 using specctl::remote::ShellPool;
 using specctl::remote::ShellStream;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 constexpr auto k_pool_timeout = std::chrono::seconds{20};
 constexpr auto k_pool_answer = std::chrono::seconds{5};
@@ -199,6 +201,18 @@ TEST_CASE("shell pool: a shell that dies under a command is an error, and the co
   CHECK(std::string(outcome->error().what()).find("connection lost while running") != std::string::npos);
   CHECK(specctl::test::read_file(log) == "ran\n");
   CHECK(ran(pool, "echo again").out == "again\n");
+}
+
+TEST_CASE("shell pool: a shell leaves no file behind, however it ends") {
+  specctl::test::TempDir tmp("specctl-shell-pool-tmp");
+  // The shells' mktemp makes its file here.
+  LocalShells shells(fmt::format("TMPDIR={}; export TMPDIR", specctl::util::shell_quote(tmp.path().string())));
+  ShellPool pool("local shells", shells.opener(), k_pool_answer);
+  auto result = ran(pool, "echo to stderr >&2; echo to stdout");
+  CHECK(result.err == "to stderr\n");
+  CHECK(fs::is_empty(tmp.path()));
+  ::kill(-shells.last_pid(), SIGKILL);
+  CHECK(fs::is_empty(tmp.path()));
 }
 
 TEST_CASE("shell pool: a host where shells do not start is given up after three tries") {
