@@ -1,6 +1,7 @@
 #include <specctl/remote/local_host.hpp>
 
 #include <specctl/util/atomic_file.hpp>
+#include <specctl/util/duration.hpp>
 #include <specctl/util/spawn.hpp>
 #include <specctl/util/unique_fd.hpp>
 
@@ -39,11 +40,6 @@ std::expected<Pipe, Error> make_pipe() {
   return Pipe{util::UniqueFd(fds[0]), util::UniqueFd(fds[1])};
 }
 
-int remaining_ms(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
-}
-
 } // namespace
 
 // posix_spawn rather than Boost.Process v2: Boost 1.81's v2 does not compile with
@@ -78,7 +74,7 @@ std::expected<CommandResult, Error> LocalHost::exec(const std::string& command_l
   std::array<std::string*, 2> sinks = {&result.out, &result.err};
   std::array<char, 65536> buffer{};
   while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-    int ready = ::poll(fds.data(), fds.size(), remaining_ms(deadline));
+    int ready = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(deadline));
     if (ready < 0 && errno == EINTR) {
       continue;
     }

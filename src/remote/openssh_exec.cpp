@@ -101,33 +101,20 @@ std::optional<int> take_exit_marker(std::string& err, const std::string& marker)
   return status;
 }
 
-// A shell's ssh, holding one of the host's command slots while it lives.
+// A shell's ssh, holding one of the host's command slots while it lives: killed
+// (and reaped) before the slot is given back.
 struct ShellProcess {
+  CommandSlot slot;
   Child child;
-  std::counting_semaphore<8>* slots;
-  ShellProcess(Child process, std::counting_semaphore<8>* held) : child(std::move(process)), slots(held) {}
-  ShellProcess(const ShellProcess&) = delete;
-  ShellProcess& operator=(const ShellProcess&) = delete;
-  ~ShellProcess() {
-    child.kill();
-    slots->release();
-  }
 };
 
 } // namespace
 
 std::expected<ShellStream, Error> OpenSshHost::open_shell(const std::string& command_line) {
-  if (!m_exec_slots.try_acquire()) {
+  auto slot = CommandSlot::try_take(m_exec_slots);
+  if (!slot) {
     return std::unexpected(Error(fmt::format("{}: every command slot is taken", m_where)));
   }
-  struct Slot {
-    std::counting_semaphore<8>* slots;
-    ~Slot() {
-      if (slots != nullptr) {
-        slots->release();
-      }
-    }
-  } slot{&m_exec_slots};
   if (auto up = ensure_master(); !up) {
     return std::unexpected(up.error());
   }
@@ -145,15 +132,13 @@ std::expected<ShellStream, Error> OpenSshHost::open_shell(const std::string& com
     return std::unexpected(
         Error(fmt::format("{}: cannot start {}: {}", m_where, m_program, std::strerror(spawned.error()))));
   }
-  auto process = std::make_shared<ShellProcess>(std::move(spawned->child), std::exchange(slot.slots, nullptr));
+  auto process = std::make_shared<ShellProcess>(ShellProcess{std::move(*slot), std::move(spawned->child)});
   return ShellStream{std::move(ours), std::move(process)};
 }
 
 std::expected<CommandResult, Error> OpenSshHost::exec(const std::string& command_line, util::Duration timeout) {
-  if (timeout > util::Duration::zero()) {
-    if (auto ran = m_shells->run(command_line, timeout)) {
-      return std::move(*ran);
-    }
+  if (auto ran = m_shells->run(command_line, timeout)) {
+    return std::move(*ran);
   }
   return run_command(command_line, timeout, {});
 }
@@ -164,11 +149,7 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
     return std::unexpected(
         Error(fmt::format("{}: the timeout for \"{}\" must be positive", m_where, command_line), ErrorKind::bad_input));
   }
-  m_exec_slots.acquire();
-  struct Release {
-    std::counting_semaphore<8>& slots;
-    ~Release() { slots.release(); }
-  } release{m_exec_slots};
+  const auto slot = CommandSlot::take(m_exec_slots);
 
   const auto nonce = util::marker_nonce();
   const auto start_line = start_marker(nonce) + "\n";

@@ -17,6 +17,7 @@
 #include <semaphore>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace specctl::remote::openssh {
@@ -64,6 +65,36 @@ std::vector<std::string> ssh_argv(const OpenSshTarget& target, const std::string
 std::expected<std::unique_ptr<Host>, Error> connect_host(const OpenSshTarget& target);
 
 class TunnelRelay;
+
+// Commands (and shells) at once over one master: below sshd's default MaxSessions (10).
+using CommandSlots = std::counting_semaphore<8>;
+
+// One of a host's command slots, given back when dropped.
+class CommandSlot {
+public:
+  // Waits for a slot.
+  static CommandSlot take(CommandSlots& slots) {
+    slots.acquire();
+    return CommandSlot(slots);
+  }
+  // A slot when one is free now.
+  static std::optional<CommandSlot> try_take(CommandSlots& slots) {
+    return slots.try_acquire() ? std::optional<CommandSlot>(CommandSlot(slots)) : std::nullopt;
+  }
+  CommandSlot(CommandSlot&& other) noexcept : m_slots(std::exchange(other.m_slots, nullptr)) {}
+  CommandSlot(const CommandSlot&) = delete;
+  CommandSlot& operator=(const CommandSlot&) = delete;
+  CommandSlot& operator=(CommandSlot&&) = delete;
+  ~CommandSlot() {
+    if (m_slots != nullptr) {
+      m_slots->release();
+    }
+  }
+
+private:
+  explicit CommandSlot(CommandSlots& slots) : m_slots(&slots) {}
+  CommandSlots* m_slots;
+};
 
 class OpenSshHost final : public Host {
 public:
@@ -120,8 +151,7 @@ private:
   // Guarded by m_master_mutex.
   std::optional<pid_t> m_master_pid;
   std::atomic<int> m_masters_seen{0};
-  // Commands at once: below sshd's default MaxSessions (10) per connection.
-  std::counting_semaphore<8> m_exec_slots{8};
+  CommandSlots m_exec_slots{8};
   std::mutex m_tunnel_mutex;
   std::unique_ptr<TunnelRelay> m_tunnels;
   // After the slots, which its shells hold while they live.

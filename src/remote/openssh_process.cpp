@@ -1,5 +1,6 @@
 #include "openssh_process.hpp"
 
+#include <specctl/util/duration.hpp>
 #include <specctl/util/spawn.hpp>
 
 #include <algorithm>
@@ -50,11 +51,6 @@ void set_nonblocking(int fd) {
   if (flags >= 0) {
     ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   }
-}
-
-int poll_wait_ms(Clock::time_point until, Clock::time_point now) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
 // What is kept of the bytes past k_max_command_output: the end, where the exit marker
@@ -285,7 +281,7 @@ std::expected<RunOutcome, int> run_ssh(const RunSpec& spec) {
     // With both streams at end of file ssh is about to exit: look again soon.
     const auto check = streams_open ? k_exit_check_interval : k_exit_soon_interval;
     Clock::time_point wake = exited ? drain_until : std::min(deadline, now + check);
-    int ready = ::poll(fds.data(), count, poll_wait_ms(wake, now));
+    int ready = ::poll(fds.data(), count, util::poll_timeout_ms(wake));
     if (ready < 0 && errno != EINTR) {
       return std::unexpected(errno);
     }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -256,11 +255,6 @@ private:
 
   enum class Received { data, end, timeout };
 
-  static int wait_ms(Clock::time_point deadline) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
-  }
-
   bool send(std::string_view bytes, Clock::time_point deadline) {
     while (!bytes.empty()) {
       ssize_t n = ::send(m_stream.fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -273,7 +267,7 @@ private:
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && Clock::now() < deadline) {
         pollfd p{m_stream.fd.get(), POLLOUT, 0};
-        ::poll(&p, 1, wait_ms(deadline));
+        ::poll(&p, 1, util::poll_timeout_ms(deadline));
         continue;
       }
       return false;
@@ -301,7 +295,7 @@ private:
         return Received::timeout;
       }
       pollfd p{m_stream.fd.get(), POLLIN, 0};
-      ::poll(&p, 1, wait_ms(deadline));
+      ::poll(&p, 1, util::poll_timeout_ms(deadline));
     }
   }
 
@@ -380,21 +374,26 @@ std::unique_ptr<ShellPool::Shell> ShellPool::start_shell(util::Duration timeout)
 
 std::optional<std::expected<CommandResult, Error>> ShellPool::run(const std::string& command_line,
                                                                   util::Duration timeout) {
-  auto shell = take_idle();
-  if (shell && shell->ping(Clock::now() + m_answer_timeout) != Shell::Start::ready) {
-    // Its connection died or hangs: nothing was sent, so a channel of its own may run it.
-    shell.reset();
-    drop(false);
+  const auto pass_over = [this] {
     std::lock_guard lock(m_mutex);
     ++m_counts.passed_over;
     return std::nullopt;
+  };
+  if (timeout <= util::Duration::zero()) {
+    // The caller's own session refuses it, with its message.
+    return pass_over();
+  }
+  auto shell = take_idle();
+  if (shell && shell->ping(Clock::now() + m_answer_timeout) != Shell::Start::ready) {
+    // Its connection died or hangs: nothing was sent, so a session of its own may run it.
+    shell.reset();
+    drop(false);
+    return pass_over();
   }
   if (!shell) {
     shell = start_shell(timeout);
     if (!shell) {
-      std::lock_guard lock(m_mutex);
-      ++m_counts.passed_over;
-      return std::nullopt;
+      return pass_over();
     }
   }
   auto ran = shell->run(m_where, command_line, timeout);

@@ -65,10 +65,8 @@ std::string SshHost::describe() const {
 }
 
 std::expected<CommandResult, Error> SshHost::exec(const std::string& command_line, util::Duration timeout) {
-  if (timeout > util::Duration::zero()) {
-    if (auto ran = m_shells->run(command_line, timeout)) {
-      return std::move(*ran);
-    }
+  if (auto ran = m_shells->run(command_line, timeout)) {
+    return std::move(*ran);
   }
   return m_loop->exec(command_line, timeout);
 }

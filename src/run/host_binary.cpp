@@ -67,26 +67,31 @@ HostBinary provision(remote::Host& host, const std::string& state_dir) {
   if (auto why = host_incompatibility(build_machine(), util::trim(machine))) {
     return {.why = *why};
   }
+  // The bundle's bytes, made at most once here: to name it, or to upload it.
   std::optional<std::string> bundle;
-  if (!g_bundle_name) {
-    auto made = self_bundle();
-    if (!made) {
-      return {.why = made.error().what()};
+  auto make_bundle = [&]() -> std::optional<std::string> {
+    if (!bundle) {
+      auto made = self_bundle();
+      if (!made) {
+        return made.error().what();
+      }
+      bundle = std::move(*made);
     }
-    g_bundle_name = fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*made).substr(0, k_hash_chars));
-    bundle = std::move(*made);
+    return std::nullopt;
+  };
+  if (!g_bundle_name) {
+    if (auto why = make_bundle()) {
+      return {.why = *why};
+    }
+    g_bundle_name = fmt::format("specctl-{}-{}", SPECCTL_VERSION, util::fingerprint(*bundle).substr(0, k_hash_chars));
   }
   const std::string& name = *g_bundle_name;
   const std::string dir = state_dir + "/bin/" + name;
   auto there = host.exec(version_check(dir), k_probe_timeout);
   std::string how = "found from an earlier run";
   if (!there || util::first_line(there->out) != version_line()) {
-    if (!bundle) {
-      auto made = self_bundle();
-      if (!made) {
-        return {.why = made.error().what()};
-      }
-      bundle = std::move(*made);
+    if (auto why = make_bundle()) {
+      return {.why = *why};
     }
     // A name of this upload's own, so that runs sharing the state folder never
     // write one file; the first to finish unpacking gives the folder its name.

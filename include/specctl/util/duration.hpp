@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <expected>
 #include <string>
@@ -15,6 +16,13 @@ std::expected<Duration, std::string> parse_duration(std::string_view text);
 
 // Formats for people: "250ms", "45s", "15m", "1h 5m", "2h 10m 5s".
 std::string format_duration(Duration d);
+
+// The timeout for one poll(2) that waits until `deadline` on the steady clock: the
+// milliseconds left, rounded up (never a 0 that spins before it), at most a minute.
+inline int poll_timeout_ms(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
+}
 
 // Seconds from `start` to now, on the steady clock.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
