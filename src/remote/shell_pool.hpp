@@ -5,9 +5,9 @@
 // (`conda init`, `pyenv init` in ~/.bashrc, homes on NFS: seconds each, or a
 // stale lock's 60 s) is paid once per shell, not once per command.
 //
-// A shell is one command channel running `exec /bin/sh`: the login shell reads
-// the user's rc files once and hands over to /bin/sh, which reads commands
-// from the channel. Each command runs as it would on a channel of its own:
+// A shell is one session running `exec /bin/sh`: the login shell reads the
+// user's rc files once and hands over to /bin/sh, which reads commands from
+// the channel. Each command runs as it would in a session of its own:
 // `/bin/sh -c COMMAND` under `timeout -s KILL` (when the host has it), stdin
 // /dev/null, its stdout streamed back and its stderr collected, then framed by
 // markers that carry a random nonce no command can guess:
@@ -18,10 +18,13 @@
 //   stderr
 //   \n<nonce>-<n>-end
 //
-// A command that did not get as far as "go" never ran, and the caller runs it
-// on a channel of its own; one that ran and lost its shell is an error, never
-// run twice. A command past its timeout takes its shell with it (the remote
-// `timeout` kills the command), and the next command starts a new shell.
+// An idle shell must answer a ping before a command is sent to it, so a
+// command is sent only to a shell that is there: one whose shell died or hangs
+// is given back unsent, and the caller runs it in a session of its own. A
+// command that was sent and then lost its shell is an error, never run twice.
+// A command past its timeout takes its shell with it (the remote `timeout`
+// kills the command), and the next command starts a new shell. The commands'
+// stderr passes through a deleted file of the shell's own (shell_pool.cpp).
 
 #include <specctl/remote/host.hpp>
 #include <specctl/util/unique_fd.hpp>
