@@ -78,7 +78,9 @@ std::expected<CommandResult, Error> LocalHost::exec(const std::string& command_l
     if (ready < 0 && errno == EINTR) {
       continue;
     }
-    if (ready == 0 || Clock::now() >= deadline) {
+    // Not `ready == 0` alone: a poll waits at most a minute, and a command may stay
+    // silent longer than that well within its timeout (a benchmark command).
+    if (Clock::now() >= deadline) {
       if (result.timed_out) {
         break; // drained long enough after the KILL
       }
