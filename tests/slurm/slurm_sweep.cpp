@@ -166,6 +166,29 @@ std::string SlurmSweep::job_state(const std::string& id) const {
   return at == std::string::npos ? "gone" : shown.output.substr(at + 9, shown.output.find(' ', at) - at - 9);
 }
 
+std::string SlurmSweep::jobs_report() const {
+  std::string report;
+  for (const auto& submitted : journal_events(out(), "slurm_submitted")) {
+    const auto id = submitted.value("job_id", "");
+    const std::filesystem::path job_dir = submitted.value("job_dir", "");
+    // Slurm's state, reason, run time and node, out of scontrol's 60-odd fields.
+    auto shown = m_cluster->run("scontrol show job --oneliner " + id).output;
+    std::string said;
+    for (const char* field : {"JobState=", "Reason=", "RunTime=", "NodeList="}) {
+      auto at = shown.find(std::string(" ") + field);
+      said += at == std::string::npos ? "" : shown.substr(at, shown.find(' ', at + 1) - at);
+    }
+    report += fmt::format("job {} ({}):{}\n", id, submitted.value("variant", ""), said);
+    auto output = read_file(job_dir / fmt::format("slurm-{}.out", id));
+    report += "  output, last 2000 bytes: " + output.substr(output.size() > 2000 ? output.size() - 2000 : 0) + "\n";
+    auto events = journal(job_dir / "run");
+    for (std::size_t i = events.size() > 8 ? events.size() - 8 : 0; i < events.size(); ++i) {
+      report += "  journal: " + events[i].dump() + "\n";
+    }
+  }
+  return report;
+}
+
 bool SlurmSweep::drained() const {
   return wait_until([&] { return job_processes(*m_cluster).empty(); }, k_drain_timeout);
 }

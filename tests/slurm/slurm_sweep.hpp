@@ -82,6 +82,10 @@ public:
   // Slurm's own word on a job: JobState=... of scontrol.
   std::string job_state(const std::string& id) const;
 
+  // For a failure's message: each job the coordinator submitted, Slurm's word on it,
+  // the last lines of its output and its payload's last journal events.
+  std::string jobs_report() const;
+
   // Nothing of any job runs any more, within a bound.
   bool drained() const;
 

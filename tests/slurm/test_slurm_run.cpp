@@ -134,6 +134,7 @@ TEST_CASE("Ctrl-C of the coordinator cancels the running jobs and leaves no proc
       },
       k_phase_timeout);
   INFO(sweep.output());
+  INFO(sweep.jobs_report());
   REQUIRE(loading);
   // The waiting job stays queued until specctl cancels it: otherwise a node freed by
   // the first cancellations may start it just as its own scancel comes (specctl
@@ -176,6 +177,7 @@ TEST_CASE("kill -9 of the coordinator, then --resume adopts the jobs and complet
       },
       k_phase_timeout);
   INFO(sweep.output());
+  INFO(sweep.jobs_report());
   REQUIRE(running);
   specctl->signal(SIGKILL);
   REQUIRE(specctl->wait_exit(std::chrono::seconds{10}).has_value());
@@ -283,6 +285,7 @@ TEST_CASE("a job someone else cancels fails its variant with that reason, and th
       },
       k_phase_timeout);
   INFO(sweep.output());
+  INFO(sweep.jobs_report());
   REQUIRE(running);
   auto cancelled = sweep.cluster().run("scancel " + job_a);
   REQUIRE(cancelled.exit_code == 0);
@@ -308,6 +311,7 @@ TEST_CASE("a requeued job starts its variant over and is followed to its end") {
   auto specctl = sweep.start_run({});
   bool running = wait_until([&] { return journal_events(sweep.out(), "slurm_running").size() == 1; }, k_phase_timeout);
   INFO(sweep.output());
+  INFO(sweep.jobs_report());
   REQUIRE(running);
   auto id = journal_events(sweep.out(), "slurm_running").front().value("job_id", "");
   // What a preemption with PreemptMode=REQUEUE does: the job goes back to the queue.
