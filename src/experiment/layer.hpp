@@ -8,6 +8,8 @@
 #include <specctl/util/yaml_field.hpp>
 
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 

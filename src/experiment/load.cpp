@@ -330,7 +330,7 @@ void parse_variants(const util::YamlField& top, const Layer& defaults, const Mat
         variant.name += "-" + detail::knob_label(axis->knob, value->node().Scalar(), variant.server.tmpl.get());
         auto knob = variant.server.knobs.find(axis->knob);
         variant.matrix_point.emplace_back(axis->knob, knob != variant.server.knobs.end()
-                                                          ? knob->second.value
+                                                          ? *knob->second.value
                                                           : nlohmann::json(value->node().Scalar()));
       }
       if (!util::path_safe_name(variant.name)) {

@@ -1,5 +1,6 @@
 #include <specctl/experiment/experiment.hpp>
 
+#include <specctl/bench/workload.hpp>
 #include <specctl/util/text.hpp>
 
 #include <algorithm>

@@ -34,7 +34,8 @@ std::string knobs_text(const ServerConfig& server) {
     if (it == server.knobs.end()) {
       continue;
     }
-    std::string text = it->second.value.is_string() ? it->second.value.get<std::string>() : it->second.value.dump();
+    const nlohmann::json& value = *it->second.value;
+    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     (it->second.derived ? derived : set).push_back(fmt::format("{}={}", def.name, text));
   }
   std::string out = set.empty() ? "(none)" : util::join(set, " ");
@@ -471,7 +472,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     j["repeat_of"] = v.repeat_of ? nlohmann::ordered_json(*v.repeat_of) : nlohmann::ordered_json();
     j["matrix"] = nlohmann::ordered_json::object();
     for (const auto& [knob, value] : v.matrix_point) {
-      j["matrix"][knob] = nlohmann::ordered_json(value);
+      j["matrix"][knob] = nlohmann::ordered_json(*value);
     }
     j["host"] = s.host;
     j["template"] = s.tmpl->name;
@@ -482,7 +483,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan) {
     j["knobs"] = nlohmann::ordered_json::object();
     for (const auto& def : s.tmpl->knobs) {
       if (auto it = s.knobs.find(def.name); it != s.knobs.end()) {
-        j["knobs"][def.name] = nlohmann::ordered_json(it->second.value);
+        j["knobs"][def.name] = nlohmann::ordered_json(*it->second.value);
       }
     }
     j["argv"] = planned.launch.argv;

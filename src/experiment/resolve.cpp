@@ -296,28 +296,28 @@ ServerConfig resolve_server(const Layer& layer, const ResolveContext& ctx, const
         continue;
       }
       auto from = config.knobs.find(*def.derive_from);
-      if (from != config.knobs.end() && from->second.value.is_number_integer()) {
-        config.knobs[def.name] =
-            server::KnobSetting{from->second.value.get<std::int64_t>() + def.derive_add, from->second.where, true};
+      if (from != config.knobs.end() && from->second.value->is_number_integer()) {
+        config.knobs[def.name] = server::KnobSetting{
+            nlohmann::json(from->second.value->get<std::int64_t>() + def.derive_add), from->second.where, true};
       }
     }
     auto tp = config.knobs.find("tp");
-    if (tp != config.knobs.end() && config.gpus && tp->second.value.is_number_integer() &&
-        tp->second.value.get<std::int64_t>() > static_cast<std::int64_t>(config.gpus->size())) {
+    if (tp != config.knobs.end() && config.gpus && tp->second.value->is_number_integer() &&
+        tp->second.value->get<std::int64_t>() > static_cast<std::int64_t>(config.gpus->size())) {
       diag.error(tp->second.where,
-                 fmt::format("{}: tp {} needs {} GPUs, but gpus lists {}", owner, tp->second.value.get<std::int64_t>(),
-                             tp->second.value.get<std::int64_t>(), config.gpus->size()));
+                 fmt::format("{}: tp {} needs {} GPUs, but gpus lists {}", owner, tp->second.value->get<std::int64_t>(),
+                             tp->second.value->get<std::int64_t>(), config.gpus->size()));
     }
     // Each slot the variant may land in must hold its tensor-parallel ranks.
     auto host = ctx.hosts->find(config.host);
-    if (tp != config.knobs.end() && tp->second.value.is_number_integer() && host != ctx.hosts->end()) {
+    if (tp != config.knobs.end() && tp->second.value->is_number_integer() && host != ctx.hosts->end()) {
       std::vector<const HostSpec*> machines = {&host->second};
       for (const auto& member : host->second.members) {
         if (auto it = ctx.hosts->find(member); it != ctx.hosts->end()) {
           machines.push_back(&it->second);
         }
       }
-      auto want = tp->second.value.get<std::int64_t>();
+      auto want = tp->second.value->get<std::int64_t>();
       for (const auto* machine : machines) {
         for (std::size_t k = 0; k < machine->slots.size(); ++k) {
           if (want > static_cast<std::int64_t>(machine->slots[k].size())) {

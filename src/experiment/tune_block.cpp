@@ -484,7 +484,7 @@ void parse_tune(const util::YamlField& top, const Layer& defaults, const Resolve
           labels.push_back(knob_label(d.knob, it->second, variant.server.tmpl.get()));
         }
         auto knob = variant.server.knobs.find(d.knob);
-        variant.matrix_point.emplace_back(d.knob, knob != variant.server.knobs.end() ? knob->second.value
+        variant.matrix_point.emplace_back(d.knob, knob != variant.server.knobs.end() ? *knob->second.value
                                                                                      : nlohmann::json(it->second));
       }
     }

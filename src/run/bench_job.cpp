@@ -1,6 +1,7 @@
 #include "server_watch.hpp"
 
 #include <specctl/bench/wire.hpp>
+#include <specctl/bench/workload.hpp>
 #include <specctl/http/get.hpp>
 #include <specctl/remote/local_host.hpp>
 #include <specctl/report/result_writer.hpp>

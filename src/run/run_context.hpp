@@ -9,6 +9,7 @@
 #include <specctl/experiment/plan.hpp>
 #include <specctl/remote/host.hpp>
 #include <specctl/report/result_writer.hpp>
+#include <specctl/report/results.hpp>
 #include <specctl/run/display.hpp>
 #include <specctl/run/journal.hpp>
 #include <specctl/run/runner.hpp>

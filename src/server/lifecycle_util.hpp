@@ -8,6 +8,7 @@
 #include <specctl/util/reporter.hpp>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

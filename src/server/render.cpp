@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace specctl::server {
 
@@ -195,7 +196,7 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
     if (it == config.knobs.end()) {
       continue;
     }
-    const nlohmann::json& value = it->second.value;
+    const nlohmann::json& value = *it->second.value;
     if (def.json_flag) {
       auto flag =
           std::find_if(json_flags.begin(), json_flags.end(), [&](const auto& f) { return f.first == *def.json_flag; });

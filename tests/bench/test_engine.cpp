@@ -5,6 +5,7 @@
 #include "../support/script_server.hpp"
 
 #include <specctl/bench/bench.hpp>
+#include <specctl/bench/workload.hpp>
 
 #include <cmath>
 #include <set>

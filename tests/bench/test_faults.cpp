@@ -7,6 +7,7 @@
 #include "../support/script_server.hpp"
 
 #include <specctl/bench/bench.hpp>
+#include <specctl/bench/workload.hpp>
 
 #include <curl/curl.h>
 

@@ -8,6 +8,7 @@
 #include "../support/skip.hpp"
 
 #include <specctl/bench/bench.hpp>
+#include <specctl/bench/workload.hpp>
 
 #include <cmath>
 

@@ -60,14 +60,14 @@ TEST_CASE("matrix expansion names and excludes") {
   CHECK(v->base_name == "eagle3");
   REQUIRE(v->matrix_point.size() == 4);
   CHECK(v->matrix_point[1].first == "spec_steps");
-  CHECK(v->matrix_point[1].second == 3);
-  CHECK(v->server.knobs.at("spec_steps").value == 3);
+  CHECK(*v->matrix_point[1].second == 3);
+  CHECK(*v->server.knobs.at("spec_steps").value == 3);
   // The template derives draft tokens from the steps (topk 1).
-  CHECK(v->server.knobs.at("spec_draft_tokens").value == 4);
+  CHECK(*v->server.knobs.at("spec_draft_tokens").value == 4);
   CHECK(v->server.knobs.at("spec_draft_tokens").derived);
-  CHECK(v->server.knobs.at("mem_fraction").value == 0.9);
+  CHECK(*v->server.knobs.at("mem_fraction").value == 0.9);
   // The matrix value replaces the default's flashinfer.
-  CHECK(v->server.knobs.at("attention_backend").value == "fa3");
+  CHECK(*v->server.knobs.at("attention_backend").value == "fa3");
   CHECK(v->benchmarks == std::vector<std::string>{"single"});
 }
 
@@ -83,8 +83,8 @@ TEST_CASE("variants override server defaults") {
   }
   SUBCASE("maps merge, null unsets") {
     CHECK(base.knobs.count("cuda_graph_max_bs") == 0);
-    CHECK(base.knobs.at("tp").value == 8);
-    CHECK(eagle.knobs.at("cuda_graph_max_bs").value == 128);
+    CHECK(*base.knobs.at("tp").value == 8);
+    CHECK(*eagle.knobs.at("cuda_graph_max_bs").value == 128);
     std::vector<std::pair<std::string, std::string>> env = {{"NCCL_DEBUG", "INFO"}, {"NCCL_PROTO", "LL"}};
     CHECK(base.env == env);
     CHECK(base.health.timeout == std::chrono::minutes(45));
@@ -263,7 +263,7 @@ TEST_CASE("the A/A repeat: report.noise and repeat_of") {
     CHECK(e.report.max_failed_pct == 10);
     const auto& again = e.variants.back();
     CHECK(again.repeat_of == "b");
-    CHECK(again.server.knobs.at("tp").value == 2);
+    CHECK(*again.server.knobs.at("tp").value == 2);
     CHECK(again.benchmarks == std::vector<std::string>{"single"});
     CHECK_FALSE(e.variants.front().repeat_of);
   }
@@ -279,7 +279,7 @@ TEST_CASE("the A/A repeat: report.noise and repeat_of") {
     CHECK(e.report.max_failed_pct == 5);
     CHECK_FALSE(e.report.noise);
     CHECK(e.variants.back().description == "twice");
-    CHECK(e.variants.back().server.knobs.at("tp").value == 4);
+    CHECK(*e.variants.back().server.knobs.at("tp").value == 4);
   }
   SUBCASE("mistakes") {
     auto l = load_body("variants:\n"

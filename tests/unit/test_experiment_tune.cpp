@@ -55,8 +55,8 @@ TEST_CASE("a tuning file's space is its variants: conditional knobs only where t
   CHECK(e.variants.front().server.knobs.count("draft_model") == 0);
   const auto* two = e.find_variant("spec-eagle3-steps2");
   REQUIRE(two != nullptr);
-  CHECK(two->server.knobs.at("spec_steps").value == 2);
-  CHECK(two->server.knobs.at("draft_model").value == "/models/Kimi-K2.5-EAGLE3");
+  CHECK(*two->server.knobs.at("spec_steps").value == 2);
+  CHECK(*two->server.knobs.at("draft_model").value == "/models/Kimi-K2.5-EAGLE3");
   CHECK(e.tune->trial_of({{"speculative", "none"}}) == "spec-none");
   CHECK(e.tune->load == "load");
   CHECK(e.find_benchmark("load")->levels == std::vector<int>{1, 5, 10, 30, 70});
@@ -238,7 +238,7 @@ report:
   CHECK(tuned.variants[0].name == "spec-none");
   CHECK(tuned.variants[1].name == "spec-eagle3-steps2");
   CHECK(tuned.variants[1].description == "runner-up at c1, within the noise of spec-none: run again to settle the tie");
-  CHECK(tuned.variants[1].server.knobs.at("spec_steps").value == 2);
+  CHECK(*tuned.variants[1].server.knobs.at("spec_steps").value == 2);
   CHECK(tuned.report.baseline == "spec-none");
   CHECK(tuned.report.max_failed_pct == 10);
   CHECK(tuned.report.formats == std::vector<std::string>{"md", "json"});

@@ -171,7 +171,7 @@ TEST_CASE("engine versions as dotted numbers") {
 TEST_CASE("flags by engine version") {
   auto seeds = load_ok("experiments/kimi-k25-eagle3.yaml");
   auto config = seeds.find_variant("eagle3")->server;
-  config.knobs["cuda_graph"] = {false, {}, false};
+  config.knobs["cuda_graph"] = {nlohmann::json(false), {}, false};
   config.knobs["cuda_graph_bs"] = {nlohmann::json::array({1, 2, 4}), {}, false};
   auto words = [&](std::optional<std::string> version) {
     specctl::server::RenderOptions options{"", version};

@@ -6,7 +6,7 @@
 // report). Everything here reads request records; nothing is sent.
 
 #include <specctl/bench/result.hpp>
-#include <specctl/bench/workload.hpp>
+#include <specctl/bench/workload_spec.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -2,7 +2,7 @@
 
 // The OpenAI-compatible request a benchmark sends, and the server it goes to.
 
-#include <specctl/bench/workload.hpp>
+#include <specctl/bench/workload_spec.hpp>
 #include <specctl/util/error.hpp>
 
 #include <chrono>

@@ -1,19 +1,23 @@
 #pragma once
 
-#include <specctl/bench/workload.hpp>
+#include <specctl/bench/workload_spec.hpp>
 #include <specctl/server/server_config.hpp>
 #include <specctl/tune/search.hpp>
 #include <specctl/util/diagnostics.hpp>
 #include <specctl/util/duration.hpp>
+#include <specctl/util/json_box.hpp>
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace specctl::bench {
+struct Workload;
+} // namespace specctl::bench
 
 namespace specctl::experiment {
 
@@ -115,7 +119,7 @@ struct Variant {
   std::string name;
   // The variant as written (before matrix expansion) and the matrix point: {"spec_steps": 3}.
   std::string base_name;
-  std::vector<std::pair<std::string, nlohmann::json>> matrix_point;
+  std::vector<std::pair<std::string, util::JsonBox>> matrix_point;
   std::string description;
   ServerConfig server;
   // Names of the benchmarks this variant runs (all by default).

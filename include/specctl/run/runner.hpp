@@ -5,7 +5,6 @@
 // and per-variant results that survive a kill -9 at any moment.
 
 #include <specctl/experiment/experiment.hpp>
-#include <specctl/report/results.hpp>
 #include <specctl/run/display.hpp>
 #include <specctl/server/lifecycle.hpp>
 #include <specctl/server/render.hpp>

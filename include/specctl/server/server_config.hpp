@@ -3,11 +3,11 @@
 #include <specctl/server/server_template.hpp>
 #include <specctl/util/diagnostics.hpp>
 #include <specctl/util/duration.hpp>
+#include <specctl/util/json_box.hpp>
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,7 +39,7 @@ struct HealthSpec {
 
 // A knob value as written, typed and checked against the variant's template.
 struct KnobSetting {
-  nlohmann::json value;
+  util::JsonBox value;
   util::Location where;
   // Set by the template's derive rule rather than by the user.
   bool derived = false;
