@@ -52,9 +52,16 @@ public:
 
   // Whether the sweep was interrupted (Ctrl-C, SIGTERM, SIGHUP, or a variant interrupted).
   bool run() {
-    std::vector<std::thread> workers;
+    // Counted before the first worker starts: a worker takes items off the queue, and a
+    // count made after that (it was once the loop's condition) started fewer workers
+    // than variants, so a Slurm sweep ran its third job only when the first ended.
+    std::vector<std::pair<std::string, int>> counts;
     for (const auto& node : m_order) {
-      for (int k = 0; k < workers_for(node); ++k) {
+      counts.emplace_back(node, workers_for(node));
+    }
+    std::vector<std::thread> workers;
+    for (const auto& [node, count] : counts) {
+      for (int k = 0; k < count; ++k) {
         workers.emplace_back([this, node] { work(node); });
       }
     }
