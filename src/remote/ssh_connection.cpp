@@ -30,13 +30,6 @@ constexpr util::Duration k_min_send_stall_limit = std::chrono::seconds{10};
 // Saying goodbye to a peer must not hold up closing a host.
 constexpr util::Duration k_goodbye_stall_limit = std::chrono::seconds{1};
 
-int poll_timeout_ms(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  left = std::clamp(left, std::chrono::milliseconds::zero(),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(k_wait_slice));
-  return static_cast<int>(left.count());
-}
-
 // Polls one fd for `events` until it is ready, the deadline passes or a stop is requested.
 WaitResult wait_for_fd(int fd, short events, Clock::time_point deadline, const StopSignal& stop) {
   while (true) {
@@ -47,7 +40,7 @@ WaitResult wait_for_fd(int fd, short events, Clock::time_point deadline, const S
       return WaitResult::timed_out;
     }
     pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, poll_timeout_ms(deadline));
+    int rc = ::poll(&p, 1, std::min(util::poll_timeout_ms(deadline), static_cast<int>(k_wait_slice.count())));
     if (rc > 0) {
       return WaitResult::ready;
     }
