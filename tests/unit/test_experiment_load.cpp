@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <specctl/experiment/experiment.hpp>
 
 #include <cstdlib>
