@@ -85,19 +85,18 @@ seed_results() {
   cp tests/data/fuzz/results-*.bin "$out/"
 }
 
-failed=()
-for name in "${targets[@]}"; do
+# One harness over a copy of its corpus; what it found goes to $build/logs/NAME.summary,
+# its first line "ok" or "failed".
+fuzz_one() {
+  local name=$1 harness corpus artifacts scratch log seeds rc runs speed found summary
   harness="$build/fuzz/fuzz_$name"
-  if [[ ! -x "$harness" ]]; then
-    echo "fuzz: no harness \"$name\"" >&2
-    exit 2
-  fi
   # New inputs go to a copy: the committed corpus changes only by hand.
   corpus="$build/corpus/$name"
   artifacts="$build/artifacts/$name"
   scratch="$scratch_root/$name"
   log="$build/logs/$name.log"
-  rm -rf "$corpus" "$artifacts" "$scratch"
+  summary="$build/logs/$name.summary"
+  rm -rf "$corpus" "$artifacts" "$scratch" "$summary"
   mkdir -p "$corpus" "$artifacts" "$scratch" "$build/logs"
   if [[ -d "fuzz/corpus/$name" ]]; then
     cp -R "fuzz/corpus/$name/." "$corpus/"
@@ -115,15 +114,47 @@ for name in "${targets[@]}"; do
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   found=$(find "$artifacts" -type f | head -1)
   if [[ $rc -ne 0 || -n "$found" ]]; then
-    failed+=("$name")
-    echo "fuzz: $name FAILED (exit code $rc) after ${runs:-?} runs; the log is $log"
-    grep -E "==[0-9]+==ERROR|^SUMMARY|runtime error|what\(\):" "$log" | head -5 || true
-    for input in "$artifacts"/*; do
-      [[ -e "$input" ]] && echo "fuzz: $name: the input that did it: $input"
-    done
+    {
+      echo failed
+      echo "fuzz: $name FAILED (exit code $rc) after ${runs:-?} runs; the log is $log"
+      grep -E "==[0-9]+==ERROR|^SUMMARY|runtime error|what\(\):" "$log" | head -5 || true
+      for input in "$artifacts"/*; do
+        [[ -e "$input" ]] && echo "fuzz: $name: the input that did it: $input"
+      done
+    } >"$summary"
   else
-    echo "fuzz: $name: ${runs:-?} runs in ${seconds}s (${speed:-?} exec/s), corpus $seeds -> $(find "$corpus" -type f | wc -l) inputs, no crash"
+    { echo ok; echo "fuzz: $name: ${runs:-?} runs in ${seconds}s (${speed:-?} exec/s), corpus $seeds -> $(find "$corpus" -type f | wc -l) inputs, no crash"; } >"$summary"
   fi
+}
+
+for name in "${targets[@]}"; do
+  if [[ ! -x "$build/fuzz/fuzz_$name" ]]; then
+    echo "fuzz: no harness \"$name\"" >&2
+    exit 2
+  fi
+done
+# A harness runs on one core: as many at once as there are cores, each for its full time.
+running=0
+for name in "${targets[@]}"; do
+  if [[ $running -ge $(nproc) ]]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+# A harness that failed outside libFuzzer leaves no summary: that is reported below.
+wait || true
+failed=()
+for name in "${targets[@]}"; do
+  summary="$build/logs/$name.summary"
+  if [[ ! -f "$summary" ]]; then
+    echo "fuzz: $name left no summary"
+    failed+=("$name")
+    continue
+  fi
+  [[ $(head -1 "$summary") == ok ]] || failed+=("$name")
+  tail -n +2 "$summary"
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
