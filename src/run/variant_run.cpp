@@ -250,6 +250,14 @@ void VariantRun::record_provenance() {
       std::string text = ran && ran->exit_code == 0 ? util::trim(ran->out) : std::string();
       m_s.provenance.set_engine_version(key, text);
       known = text;
+      // With `before` rules the base spelling is the newest, which an older engine rejects: a
+      // launch that fails on it is explained here (once per host: later variants find the
+      // empty version in the provenance). `since` bases are ones every version takes.
+      if (text.empty() &&
+          std::any_of(tmpl.knobs.begin(), tmpl.knobs.end(), [](const auto& k) { return !k.before.empty(); })) {
+        warn(fmt::format("could not read the {} version on {} ({}): flags use the template's newest spelling",
+                         tmpl.name, host_name, util::shell_join(tmpl.version_command)));
+      }
     }
     if (!known->empty()) {
       engine_version = *known;
@@ -273,7 +281,7 @@ void VariantRun::record_provenance() {
 // is rendered again for the version the host has: the plan could not know it.
 void VariantRun::render_for_version(const std::string& version) {
   const auto& knobs = m_config.tmpl->knobs;
-  bool versioned = std::any_of(knobs.begin(), knobs.end(), [](const auto& k) { return !k.since.empty(); });
+  bool versioned = std::any_of(knobs.begin(), knobs.end(), [](const auto& k) { return k.versioned(); });
   if (!versioned || version.empty()) {
     return;
   }

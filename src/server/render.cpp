@@ -82,11 +82,25 @@ std::string substitute(const std::string& word, const ServerConfig& config, cons
   return out;
 }
 
-// The words a knob renders with, after its `since` rules for the engine version.
+// The words a knob renders with (or its JSON path), after its `since`/`before` rules for
+// the engine version.
 struct Spelling {
   std::vector<std::string> flag;
   std::vector<std::string> flag_false;
+  std::string json_path;
 };
+
+void respell(Spelling& out, const VersionedFlags& rule) {
+  if (rule.flag) {
+    out.flag = *rule.flag;
+  }
+  if (rule.flag_false) {
+    out.flag_false = *rule.flag_false;
+  }
+  if (rule.json_path) {
+    out.json_path = *rule.json_path;
+  }
+}
 
 Spelling spelling_for(const KnobDef& def, const std::optional<std::vector<long>>& version) {
   Spelling out;
@@ -96,18 +110,22 @@ Spelling spelling_for(const KnobDef& def, const std::optional<std::vector<long>>
   if (def.flag_false) {
     out.flag_false = {*def.flag_false};
   }
+  out.json_path = def.json_path;
   if (!version) {
     return out;
   }
+  // `since`: every rule the version has reached, the newest last.
   for (const auto& rule : def.since) {
     if (compare_versions(*version, rule.since_parts) < 0) {
       break;
     }
-    if (rule.flag) {
-      out.flag = *rule.flag;
-    }
-    if (rule.flag_false) {
-      out.flag_false = *rule.flag_false;
+    respell(out, rule);
+  }
+  // `before`: the lowest bound the version is still below.
+  for (const auto& rule : def.before) {
+    if (compare_versions(*version, rule.since_parts) < 0) {
+      respell(out, rule);
+      break;
     }
   }
   return out;
@@ -178,9 +196,9 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
     out.dcgmi.push_back(substitute(word, config, options));
   }
   std::optional<std::vector<long>> version;
-  // Only a template with `since` rules reads the version (llama-server's is not a dotted number).
+  // Only a template with `since`/`before` rules reads the version (llama-server's is not a dotted number).
   const bool versioned =
-      std::any_of(tmpl.knobs.begin(), tmpl.knobs.end(), [](const KnobDef& k) { return !k.since.empty(); });
+      std::any_of(tmpl.knobs.begin(), tmpl.knobs.end(), [](const KnobDef& k) { return k.versioned(); });
   if (versioned && options.engine_version && !util::trim(*options.engine_version).empty()) {
     version = parse_version(util::trim(*options.engine_version));
     if (!version) {
@@ -204,7 +222,7 @@ LaunchCommand render_launch(const ServerConfig& config, const RenderOptions& opt
         json_flags.emplace_back(*def.json_flag, nlohmann::ordered_json::object());
         flag = json_flags.end() - 1;
       }
-      set_path(flag->second, def.json_path, json_value(def, value));
+      set_path(flag->second, spelling_for(def, version).json_path, json_value(def, value));
       continue;
     }
     std::string text = def.type == KnobType::choice ? rendered_choice(def, value) : scalar_text(value);

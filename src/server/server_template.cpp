@@ -29,7 +29,7 @@ const std::vector<std::string> k_template_keys = {
     "health", "version_command", "overridden_env",    "process_names", "knobs",
     "log",    "accept_length",   "telemetry_command", "dcgmi_command"};
 const std::vector<std::string> k_knob_keys = {"type",       "help", "short", "min",  "max",    "choices", "flag",
-                                              "flag_false", "json", "env",   "list", "derive", "since"};
+                                              "flag_false", "json", "env",   "list", "derive", "since",   "before"};
 const std::vector<std::string> k_log_keys = {"ready", "fatal", "progress", "milestones", "metrics"};
 const std::vector<std::string> k_type_names = {"bool", "int", "float", "string", "choice", "list"};
 
@@ -119,16 +119,20 @@ std::optional<std::vector<std::string>> read_flag_words(const util::YamlField& f
   return std::vector<std::string>{*word};
 }
 
-// `since: {"0.5.16": {flag: --new-name}}`: spellings by engine version, checked and sorted oldest first.
-void read_since(const util::YamlField& field, KnobDef& knob) {
+// `since: {"0.5.16": {flag: --new-name}}` and `before: {"0.13.0": {path: old.key}}`: a knob's
+// spellings by engine version (`key` names which), checked and sorted oldest first.
+void read_versioned(const util::YamlField& field, const std::string& key, KnobDef& knob) {
   if (!field.expect_map()) {
     return;
   }
   field.check_duplicates();
-  if (!knob.flag && !knob.flag_false) {
-    field.error("\"since\" renames flags: the knob needs flag or flag_false, not json or env");
+  const bool flags = knob.flag || knob.flag_false;
+  if (!flags && !knob.json_flag) {
+    field.error(
+        fmt::format("\"{}\" respells a flag or a JSON path: the knob needs flag, flag_false or json, not env", key));
     return;
   }
+  auto& rules = key == "since" ? knob.since : knob.before;
   for (const auto& [version, version_at, rule] : field.entries()) {
     auto parts = parse_version(version);
     if (!parts || version.starts_with('v')) {
@@ -140,11 +144,24 @@ void read_since(const util::YamlField& field, KnobDef& knob) {
     if (!rule.expect_map()) {
       continue;
     }
-    rule.check_keys({"flag", "flag_false"});
     VersionedFlags spelling;
     spelling.since = version;
     spelling.since_parts = *parts;
     spelling.where = version_at;
+    if (!flags) {
+      rule.check_keys({"path"});
+      if (!rule["path"].present()) {
+        rule.error(fmt::format("a {} rule of a json knob needs path", key));
+        continue;
+      }
+      spelling.json_path = rule["path"].as_string();
+      if (!spelling.json_path) {
+        continue;
+      }
+      rules.push_back(std::move(spelling));
+      continue;
+    }
+    rule.check_keys({"flag", "flag_false"});
     if (auto flag = rule["flag"]; flag.present()) {
       spelling.flag = read_flag_words(flag, knob);
       if (knob.type != KnobType::boolean && spelling.flag && spelling.flag->size() != 1) {
@@ -160,15 +177,15 @@ void read_since(const util::YamlField& field, KnobDef& knob) {
       }
     }
     if (!rule["flag"].present() && !rule["flag_false"].present()) {
-      rule.error("a since rule needs flag or flag_false");
+      rule.error(fmt::format("a {} rule needs flag or flag_false", key));
       continue;
     }
     if (!spelling.flag && !spelling.flag_false) {
       continue;
     }
-    knob.since.push_back(std::move(spelling));
+    rules.push_back(std::move(spelling));
   }
-  std::stable_sort(knob.since.begin(), knob.since.end(), [](const VersionedFlags& a, const VersionedFlags& b) {
+  std::stable_sort(rules.begin(), rules.end(), [](const VersionedFlags& a, const VersionedFlags& b) {
     return compare_versions(a.since_parts, b.since_parts) < 0;
   });
 }
@@ -243,8 +260,13 @@ void read_knob(const util::YamlField& field, const std::string& name, KnobDef& k
   if (ways != 1) {
     field.error("a knob needs exactly one of flag/flag_false, json or env");
   }
-  if (auto since = field["since"]; since.present()) {
-    read_since(since, knob);
+  for (const char* key : {"since", "before"}) {
+    if (auto rules = field[key]; rules.present()) {
+      read_versioned(rules, key, knob);
+    }
+  }
+  if (!knob.since.empty() && !knob.before.empty()) {
+    field.error("a knob has since or before rules, not both");
   }
 }
 

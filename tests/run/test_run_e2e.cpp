@@ -386,6 +386,47 @@ TEST_CASE("a sweep per engine personality: accept length from the engine's own s
   }
 }
 
+// vLLM's renamed flags (templates/vllm.yaml, `before` rules) are spelled for the version the
+// host's version command prints: specsim playing vLLM, behind templates that answer 0.12.0 or
+// nothing. The launched argv is the provenance's.
+TEST_CASE("a sweep spells vLLM's flags for the version on the host, and says when it cannot read it") {
+  const struct {
+    const char* name;
+    const char* version_command;
+    json version;
+    const char* fusion;
+    const char* warning;
+  } hosts[] = {
+      {"vllm-012", R"([echo, "0.12.0"])", "0.12.0", R"({"pass_config":{"enable_fi_allreduce_fusion":true}})",
+       "could not read the vllm-012 version"},
+      {"vllm-unknown", "[\"false\"]", nullptr, R"({"pass_config":{"fuse_allreduce_rms":true}})",
+       "could not read the vllm-unknown version on local (false): flags use the template's newest spelling"},
+  };
+  for (const auto& host : hosts) {
+    INFO("template ", host.name);
+    Sweep sweep;
+    std::filesystem::create_directories(sweep.file().parent_path() / "templates");
+    std::ofstream(sweep.file().parent_path() / "templates" / (std::string(host.name) + ".yaml"))
+        << fmt::format("name: {}\nextends: specsim-vllm\nversion_command: {}\n", host.name, host.version_command);
+    sweep.personality(host.name, "tp: 2, allreduce_fusion: true, cuda_graph_max_bs: 64, ");
+    sweep.write("  - name: only", "  - {name: single, kind: single_stream, runs: 1, max_tokens: 16}", "1s", 10);
+    int code = sweep.run({"--out", sweep.out().string()});
+    INFO(sweep.output());
+    REQUIRE(code == 0);
+    // The warning is said for the host whose version was not read, and only for it.
+    CHECK((sweep.output().find(host.warning) != std::string::npos) == (host.version == nullptr));
+    auto variant = read_json(sweep.out() / "provenance.json")["variants"]["only"];
+    CHECK(variant["engine_version"] == host.version);
+    const auto argv = variant["argv"].get<std::vector<std::string>>();
+    auto after = [&](const std::string& flag) {
+      auto it = std::find(argv.begin(), argv.end(), flag);
+      return it != argv.end() && it + 1 != argv.end() ? *(it + 1) : std::string("(absent)");
+    };
+    CHECK(after("--compilation-config") == host.fusion);
+    CHECK(after("--max-cudagraph-capture-size") == "64");
+  }
+}
+
 TEST_CASE("kill -9 of the server during a benchmark fails the variant at once, naming the death, keeping the levels") {
   Sweep sweep;
   sweep.write("  - name: victim",

@@ -193,9 +193,9 @@ TEST_CASE("flags by engine version") {
   CHECK(words(std::nullopt) == old_spelling);
   CHECK(words("") == old_spelling);
   CHECK(words("0.5.10.post1") == old_spelling);
-  CHECK(render_launch(config, {}).argv == render_launch(config, {"", "0.5.15"}).argv);
+  CHECK(render_launch(config, {}).argv == render_launch(config, {"", "0.5.14"}).argv);
 
-  auto launch = render_launch(config, {"", "0.5.16"});
+  auto launch = render_launch(config, {"", "0.5.15"});
   std::vector<std::string> new_spelling = {"--cuda-graph-backend-decode",
                                            "disabled",
                                            "--cuda-graph-backend-prefill",
@@ -220,9 +220,43 @@ TEST_CASE("flags by engine version") {
   REQUIRE(garbled.warnings.size() == 1);
   CHECK(garbled.warnings[0] ==
         "sglang version \"not a version\" is not a dotted number: flags use the template's base spelling");
-  // A template without `since` rules ignores the version.
-  auto vllm = load_ok("tests/data/good/vllm.yaml").variants[0].server;
-  CHECK(render_launch(vllm, {"", "not a version"}).warnings.empty());
+  // A template without rules ignores the version.
+  auto llama = load_ok("tests/data/good/llamacpp.yaml").variants[0].server;
+  CHECK(render_launch(llama, {"", "version: 6000 (3f545bec)"}).warnings.empty());
+}
+
+// vLLM's `before` rules: the base spelling is the current one (an unknown version gets it, as
+// PassConfig rejects the other side's key either way); older versions get the old flag and the
+// old JSON path.
+TEST_CASE("vLLM: flags and JSON paths before a version") {
+  auto config = load_ok("tests/data/good/vllm.yaml").variants[0].server;
+  config.knobs["cuda_graph_max_bs"] = {nlohmann::json(64), {}, false};
+  auto rendered = [&](std::optional<std::string> version) {
+    auto argv = render_launch(config, {"", version}).argv;
+    std::map<std::string, std::string> flags;
+    for (std::size_t i = 7; i + 1 < argv.size(); ++i) {
+      if (argv[i].starts_with("--") && !argv[i + 1].starts_with("--")) {
+        flags[argv[i]] = argv[i + 1];
+      }
+    }
+    return flags;
+  };
+  for (std::optional<std::string> current :
+       {std::optional<std::string>{}, std::optional<std::string>{"0.13.0"}, std::optional<std::string>{"v0.19.1"}}) {
+    auto flags = rendered(current);
+    CHECK(flags["--max-cudagraph-capture-size"] == "64");
+    CHECK_FALSE(flags.contains("--cuda-graph-sizes"));
+    CHECK(flags["--compilation-config"] == R"({"pass_config":{"fuse_allreduce_rms":true}})");
+  }
+  auto v12 = rendered("0.12.0");
+  CHECK(v12["--max-cudagraph-capture-size"] == "64");
+  CHECK(v12["--compilation-config"] == R"({"pass_config":{"enable_fi_allreduce_fusion":true}})");
+  for (const char* old : {"0.11.0", "0.10.2", "0.11.0rc2"}) {
+    auto flags = rendered(old);
+    CHECK(flags["--cuda-graph-sizes"] == "64");
+    CHECK_FALSE(flags.contains("--max-cudagraph-capture-size"));
+    CHECK(flags["--compilation-config"] == R"({"pass_config":{"enable_fi_allreduce_fusion":true}})");
+  }
 }
 
 TEST_CASE("since rules are checked when the template loads") {
@@ -235,6 +269,9 @@ TEST_CASE("since rules are checked when the template loads") {
   write("bad_version", "  a: {type: int, flag: --a, since: {\"new\": {flag: --b}}}\n");
   write("valued_words", "  a: {type: int, flag: --a, since: {\"1.0\": {flag: [--b, c]}}}\n");
   write("json_since", "  a: {type: int, json: {flag: --c, path: a}, since: {\"1.0\": {flag: --b}}}\n");
+  write("env_since", "  a: {type: int, env: A, since: {\"1.0\": {flag: --b}}}\n");
+  write("both", "  a: {type: int, flag: --a, since: {\"2.0\": {flag: --c}}, before: {\"1.0\": {flag: --b}}}\n");
+  write("json_before", "  a: {type: int, json: {flag: --c, path: x.new}, before: {\"1.0\": {path: x.old}}}\n");
   write("empty_rule", "  a: {type: bool, flag: --a, since: {\"1.0\": {}}}\n");
   write("false_on_int", "  a: {type: int, flag: --a, since: {\"1.0\": {flag_false: --b}}}\n");
   write("good", "  a: {type: bool, flag: --a, since: {\"2.0\": {flag: [--c, x]}, \"1.0\": {flag_false: --b}}}\n");
@@ -252,9 +289,12 @@ TEST_CASE("since rules are checked when the template loads") {
   CHECK(errors("valued_words") ==
         std::vector<std::string>{"knobs.a.since.1.0.flag: only a bool knob's flag can be several words; a valued "
                                  "flag is one word followed by the value"});
-  CHECK(errors("json_since") ==
-        std::vector<std::string>{"knobs.a.since: \"since\" renames flags: the knob needs flag or flag_false, not "
-                                 "json or env"});
+  CHECK(errors("json_since") == std::vector<std::string>{"unknown key \"flag\" in knobs.a.since.1.0",
+                                                         "knobs.a.since.1.0: a since rule of a json knob needs path"});
+  CHECK(errors("env_since") == std::vector<std::string>{"knobs.a.since: \"since\" respells a flag or a JSON path: the "
+                                                        "knob needs flag, flag_false or json, not env"});
+  CHECK(errors("both") == std::vector<std::string>{"knobs.a: a knob has since or before rules, not both"});
+  CHECK(errors("json_before").empty());
   CHECK(errors("empty_rule") == std::vector<std::string>{"knobs.a.since.1.0: a since rule needs flag or flag_false"});
   CHECK(errors("false_on_int") ==
         std::vector<std::string>{"knobs.a.since.1.0.flag_false: only a bool knob can have flag_false"});
@@ -266,5 +306,10 @@ TEST_CASE("since rules are checked when the template loads") {
   REQUIRE(since.size() == 2);
   CHECK(since[0].since == "1.0");
   CHECK(since[1].flag == std::vector<std::string>{"--c", "x"});
+  auto json_before = specctl::server::load_template("json_before", {dir.string()}, diag, {});
+  REQUIRE(json_before);
+  const auto& before = json_before->find_knob("a")->before;
+  REQUIRE(before.size() == 1);
+  CHECK(before[0].json_path == "x.old");
   fs::remove_all(dir);
 }

@@ -30,8 +30,8 @@ struct RenderOptions {
   // Directory of the specctl binary, for templates that launch a program shipped with it (specsim).
   std::string specctl_bindir;
   // The installed engine's version (what the template's version_command printed, e.g.
-  // "0.5.16" or "0.5.10.post1"): knobs with `since` spellings render the one this version
-  // accepts. Unknown (nullopt, empty) renders the base spelling.
+  // "0.5.16" or "0.5.10.post1"): knobs with `since`/`before` spellings render the one this
+  // version accepts. Unknown (nullopt, empty) renders the base spelling.
   std::optional<std::string> engine_version = std::nullopt;
 };
 

@@ -17,14 +17,16 @@ enum class KnobType { boolean, integer, number, string, choice, list };
 // How a list knob becomes flags: `--f 1 2 4` (spread), `--f 1 --f 2` (repeat) or `--f 1,2,4` (comma).
 enum class ListStyle { spread, repeat, comma };
 
-// The spelling of a knob's flags from one engine version on (`since: {"0.5.16": {flag: ...}}`),
-// for flags an engine renamed. A bool's words may be several (`--x-backend auto`); a valued
-// knob's flag is one word, followed by the value. A key left out keeps the base spelling.
+// A knob's spelling from one engine version on (`since: {"0.5.16": {flag: ...}}`) or below it
+// (`before: {"0.13.0": {path: ...}}`), for flags and JSON keys an engine renamed. A bool's words
+// may be several (`--x-backend auto`); a valued knob's flag is one word, followed by the value;
+// a JSON-valued knob renames its path. A key left out keeps the base spelling.
 struct VersionedFlags {
-  std::string since; // as written, "0.5.16"
+  std::string since; // the rule's version as written, "0.5.16"
   std::vector<long> since_parts;
   std::optional<std::vector<std::string>> flag;
   std::optional<std::vector<std::string>> flag_false;
+  std::optional<std::string> json_path;
   util::Location where;
 };
 
@@ -47,9 +49,13 @@ struct KnobDef {
   std::string json_path;                 // ...at this dotted path
   std::optional<std::string> env;        // rendered into the environment instead
   ListStyle list_style = ListStyle::spread;
-  // Other spellings by engine version, oldest first; the base spelling above is the one
-  // used when the version is unknown or older than all of them.
+  // Other spellings by engine version, each list oldest first. `since`: from that version on
+  // (the base spelling is the oldest, and the one used when the version is unknown).
+  // `before`: below that version (the base is the newest, used when it is unknown).
   std::vector<VersionedFlags> since;
+  std::vector<VersionedFlags> before;
+
+  bool versioned() const { return !since.empty() || !before.empty(); }
 
   // When unset but `derive_from` is set, this knob is derive_from + derive_add.
   std::optional<std::string> derive_from;
