@@ -156,7 +156,12 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
   RunSpec spec;
   spec.argv = argv();
   spec.argv.push_back(wrapper(nonce, command_line, timeout));
-  spec.ready = [&](std::string& err) { return take_start_marker(err, start_line); };
+  // What ssh printed before the command started (its warnings; the command's own stderr follows).
+  std::string before_start;
+  spec.ready = [&](std::string& err) {
+    before_start = err.substr(0, err.find(start_line));
+    return take_start_marker(err, start_line);
+  };
   spec.input.reserve(nonce.size() + 1 + input.size());
   spec.input.append(nonce).append("\n").append(input);
   spec.run_timeout = timeout;
@@ -174,6 +179,14 @@ std::expected<CommandResult, Error> OpenSshHost::run_command(const std::string& 
           Error(fmt::format("{}: cannot start {}: {}", m_where, m_program, std::strerror(run.error()))));
     }
     if (run->ready) {
+      // OpenSSH 10 gives up on a master that accepts but does not answer after a few seconds
+      // ("muxclient: master hello exchange failed") and connects on its own, "disabling
+      // multiplexing": the command ran, but every later one would pay that wait and a login
+      // of its own. A hung master is left behind, so the next command starts a new one (the
+      // check keeps a master that answers: a loser of a race to become one says the same).
+      if (before_start.find("disabling multiplexing") != std::string::npos) {
+        abandon_master_if_hung();
+      }
       CommandResult result;
       result.out = std::move(run->out);
       if (run->timed_out) {

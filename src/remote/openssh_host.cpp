@@ -375,7 +375,9 @@ void OpenSshHost::abandon_master_if_hung() {
   spec.argv = argv({"-O", "check"});
   spec.start_deadline = Clock::now() + k_exit_request_timeout;
   auto run = run_ssh(spec);
-  if (run && !run->timed_out && run->status == 0) {
+  // Only the master's own answer counts: OpenSSH 10's client gives up on a master that does
+  // not answer ("master hello exchange failed"), logs in by itself and exits 0.
+  if (run && !run->timed_out && run->status == 0 && run->err.find("Master running") != std::string::npos) {
     // It answers: the node or its login shell was slow, and the master stays
     // for the commands running over it.
     return;

@@ -413,7 +413,12 @@ TEST_CASE("openssh host re-establishes a master that died") {
     CHECK(after->out == "back\n");
     CHECK(read_file(runs) == "run\n");
   }
-  SUBCASE("a master that hangs is left behind and a command not yet started runs on a new one") {
+  // OpenSSH 9.2's client waits on a hung master until specctl gives up on the start and makes
+  // a new master. OpenSSH 10's gives up itself after a few seconds and logs in on its own
+  // ("disabling multiplexing"): a shell of the pool then works without a master, and a
+  // command of its own (a file written) runs, after which specctl leaves the hung master so
+  // that the next one makes a new master instead of paying that wait again.
+  SUBCASE("a master that hangs is left behind and the commands after it run on a new one") {
     REQUIRE(::kill(master, SIGSTOP) == 0);
     struct Reaper {
       pid_t pid;
@@ -421,10 +426,22 @@ TEST_CASE("openssh host re-establishes a master that died") {
     } reaper{master};
     auto started = Clock::now();
     auto result = host->exec("echo fresh", k_command_timeout);
-    ::kill(master, SIGKILL);
     REQUIRE_MESSAGE(result, (result ? "" : result.error().what()));
     CHECK(result->out == "fresh\n");
-    CHECK(Clock::now() - started < 30s);
+    const auto file = (sshd->dir() / "written").string();
+    for (const char* text : {"one", "two"}) {
+      auto written = host->write_file(file, text, k_command_timeout);
+      REQUIRE_MESSAGE(written, (written ? "" : written.error().what()));
+      CHECK(read_file(file) == text);
+    }
+    auto again = host->exec("echo again", k_command_timeout);
+    REQUIRE_MESSAGE(again, (again ? "" : again.error().what()));
+    CHECK(again->out == "again\n");
+    CHECK(Clock::now() - started < 40s);
+    // The new master runs while the hung one is still there: it was not waited for.
+    const auto masters = masters_of(target.control_dir);
+    ::kill(master, SIGKILL);
+    CHECK(masters.size() == 2);
     CHECK(the_master(target.control_dir) != master);
   }
 }
